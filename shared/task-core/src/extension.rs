@@ -544,6 +544,160 @@ mod tests {
         assert!(ext.all_criteria_met());
     }
 
+    mod round_trip {
+        use super::*;
+        use proptest::collection::{btree_map, vec};
+        use proptest::option;
+        use proptest::prelude::*;
+
+        fn text() -> impl Strategy<Value = String> {
+            "\\PC{0,12}"
+        }
+
+        fn one_of(values: &'static [&'static str]) -> impl Strategy<Value = Value> {
+            proptest::sample::select(values).prop_map(|v| json!(v))
+        }
+
+        /// Keys the schema does not name on nested objects, which it allows.
+        fn extras() -> impl Strategy<Value = Map<String, Value>> {
+            btree_map(
+                "x-[a-z]{1,6}",
+                prop_oneof![
+                    text().prop_map(Value::from),
+                    any::<i64>().prop_map(Value::from)
+                ],
+                0..2,
+            )
+            .prop_map(|m| m.into_iter().collect())
+        }
+
+        fn with_extras(base: Value, extra: Map<String, Value>) -> Value {
+            let mut base = base;
+            if let Value::Object(map) = &mut base {
+                map.extend(extra);
+            }
+            base
+        }
+
+        fn entity_ref() -> impl Strategy<Value = Value> {
+            let kinds = &[
+                "prompt",
+                "skill",
+                "tool",
+                "llm",
+                "system_one",
+                "hook",
+                "channel",
+                "renderer",
+                "surface",
+                "store",
+                "agent",
+                "command",
+            ];
+            (one_of(kinds), text(), option::of(text()), extras()).prop_map(
+                |(kind, id, version, x)| {
+                    with_extras(json!({"kind": kind, "id": id, "version": version}), x)
+                },
+            )
+        }
+
+        fn task_ref() -> impl Strategy<Value = Value> {
+            let states = &["TASK_STATE_WORKING", "TASK_STATE_COMPLETED", "anything"];
+            (
+                text(),
+                option::of(entity_ref()),
+                option::of(one_of(states)),
+                option::of(one_of(&["awaiting-next-message", "awaiting-answer"])),
+                extras(),
+            )
+                .prop_map(|(id, agent, state, sub, x)| {
+                    with_extras(
+                        json!({"task_id": id, "agent": agent, "state": state, "sub_state": sub}),
+                        x,
+                    )
+                })
+        }
+
+        fn participants() -> impl Strategy<Value = Value> {
+            vec((one_of(&["human", "agent"]), one_of(&["assignee", "reporter", "watcher", "admin"]), text(), extras()), 0..4)
+                .prop_map(|ps| {
+                    // Ids are unique by construction (the semantic rule).
+                    Value::Array(ps.into_iter().enumerate().map(|(i, (kind, role, name, x))| {
+                        with_extras(json!({"id": format!("p{i}"), "kind": kind, "role": role, "display_name": name}), x)
+                    }).collect())
+                })
+        }
+
+        fn plan() -> impl Strategy<Value = Value> {
+            vec((text(), text(), vec(any::<prop::sample::Index>(), 0..3), option::of(text()), vec(task_ref(), 0..2),
+                 one_of(&["pending", "active", "done", "failed"]), extras()), 0..5)
+                .prop_map(|steps| {
+                    // Dependencies only point at earlier steps: always a DAG.
+                    let steps: Vec<Value> = steps.into_iter().enumerate().map(|(i, (name, desc, deps, output, linked, state, x))| {
+                        let deps: Vec<String> = if i == 0 { vec![] } else {
+                            let mut d: Vec<String> = deps.iter().map(|ix| format!("s{}", ix.index(i))).collect();
+                            d.sort();
+                            d.dedup();
+                            d
+                        };
+                        with_extras(json!({"id": format!("s{i}"), "name": name, "description": desc, "depends_on": deps,
+                                           "output": output, "linked_tasks": linked, "state": state}), x)
+                    }).collect();
+                    json!({"steps": steps})
+                })
+        }
+
+        fn extension() -> impl Strategy<Value = Value> {
+            let criteria = vec((text(), any::<bool>(), extras()), 0..3).prop_map(|cs| {
+                Value::Array(
+                    cs.into_iter()
+                        .map(|(t, met, x)| with_extras(json!({"text": t, "met": met}), x))
+                        .collect(),
+                )
+            });
+            (
+                (
+                    text(),
+                    option::of(text()),
+                    text(),
+                    text(),
+                    criteria,
+                    participants(),
+                ),
+                (
+                    vec(task_ref(), 0..2),
+                    vec(task_ref(), 0..3),
+                    option::of(plan()),
+                    option::of(one_of(&["conversation", "delegated"])),
+                    option::of(text()),
+                    option::of(one_of(&["low", "medium", "high"])),
+                ),
+            )
+                .prop_map(
+                    |(
+                        (name, ty, goal, desc, criteria, participants),
+                        (parents, subs, plan, lifecycle, model, effort),
+                    )| {
+                        json!({"name": name, "type": ty, "goal": goal, "description": desc,
+                           "acceptance_criteria": criteria, "participants": participants,
+                           "parent_tasks": parents, "sub_tasks": subs, "plan": plan,
+                           "lifecycle": lifecycle, "model": model, "reasoning_effort": effort})
+                    },
+                )
+        }
+
+        proptest! {
+            #[test]
+            fn any_valid_extension_round_trips_unchanged(value in extension()) {
+                prop_assert!(schemas::validators().task_extension.is_valid(&value), "generator made an invalid object");
+                let ext = TaskExtension::from_value(&value).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(ext.to_value(), value.clone());
+                // And the typed value survives a second trip.
+                prop_assert_eq!(TaskExtension::from_value(&ext.to_value()).ok(), Some(ext));
+            }
+        }
+    }
+
     #[test]
     fn unresolved_sub_tasks_are_the_non_terminal_ones() {
         let mut ext = TaskExtension::new("n", "g");

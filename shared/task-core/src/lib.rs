@@ -6,6 +6,7 @@
 //! nothing of Lambda, HTTP or DynamoDB; the store, the protocol bindings and the agent runtime
 //! build on it.
 
+pub mod a2ui;
 pub mod schemas;
 
 /// URI of the Task extension v1.
@@ -32,10 +33,15 @@ pub const A2UI_VERSION: &str = "v0.9.1";
 pub const A2UI_BASIC_CATALOG_ID: &str =
     "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json";
 
+pub mod commands;
+pub mod envelope;
 pub mod error;
 pub mod extension;
 pub mod lifecycle;
 pub mod plan;
 pub mod policy;
+pub mod skills;
+pub mod task;
+pub mod tools;
 
 pub use error::DomainError;

@@ -1,0 +1,646 @@
+//! Task envelopes: how clients create or edit the extension object (SPEC section 3).
+//!
+//! A message may carry one envelope data part, in either form:
+//! - `application/vnd.tiny-harness.task+json` whose `data` is an extension object (full for a
+//!   new task, partial for an existing one);
+//! - the upstream `application/vnd.tiny-harness.event+json` whose `data` is exactly
+//!   `{"kind", "payload"}`: `task` (as above), or `status_update` / `artifact_update`, which
+//!   are recorded into the task's history as framed events.
+//!
+//! An envelope that sets `lifecycle`, `model` or `reasoning_effort` is refused whole, as is an
+//! edit of any key other than `name`, `description`, `acceptance_criteria` (any participant but
+//! a watcher) and `participants` (admins only). Nothing of a refused envelope is applied.
+
+use a2a::{Part, PartContent};
+use serde_json::{Map, Value};
+
+use crate::error::DomainError;
+use crate::extension::{
+    Lifecycle, Participant, ParticipantKind, Role, SERVER_CONTROLLED_FIELDS, TaskExtension,
+};
+use crate::policy::{self, Action};
+use crate::{EVENT_MEDIA_TYPE, TASK_MEDIA_TYPE};
+
+/// Fields any participant except a watcher may change on an existing task.
+pub const OPEN_FIELDS: [&str; 3] = ["name", "description", "acceptance_criteria"];
+/// Fields only an admin may change on an existing task.
+pub const ADMIN_FIELDS: [&str; 1] = ["participants"];
+
+/// The longest default task name, in characters.
+const DEFAULT_NAME_CHARS: usize = 60;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Envelope {
+    /// An extension object, full (new task) or partial (edit).
+    Task(Map<String, Value>),
+    /// An upstream `status_update` or `artifact_update` event sent by a participant.
+    Recorded {
+        kind: RecordedKind,
+        payload: Map<String, Value>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordedKind {
+    StatusUpdate,
+    ArtifactUpdate,
+}
+
+impl RecordedKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordedKind::StatusUpdate => "status_update",
+            RecordedKind::ArtifactUpdate => "artifact_update",
+        }
+    }
+}
+
+/// Finds the message's envelope, if any. Two envelope parts, or a malformed one, are refused.
+pub fn find_envelope(parts: &[Part]) -> Result<Option<Envelope>, DomainError> {
+    let mut found = None;
+    for part in parts {
+        let envelope = match part.media_type.as_deref() {
+            Some(TASK_MEDIA_TYPE) => Envelope::Task(data_object(part, TASK_MEDIA_TYPE)?),
+            Some(EVENT_MEDIA_TYPE) => event_envelope(data_object(part, EVENT_MEDIA_TYPE)?)?,
+            _ => continue,
+        };
+        if found.replace(envelope).is_some() {
+            return Err(DomainError::InvalidEnvelope(
+                "a message may carry at most one envelope".to_owned(),
+            ));
+        }
+    }
+    Ok(found)
+}
+
+fn data_object(part: &Part, media_type: &str) -> Result<Map<String, Value>, DomainError> {
+    match &part.content {
+        PartContent::Data(Value::Object(map)) => Ok(map.clone()),
+        PartContent::Data(_) => Err(DomainError::InvalidEnvelope(format!(
+            "the data of a {media_type} part must be an object"
+        ))),
+        _ => Err(DomainError::InvalidEnvelope(format!(
+            "a {media_type} part must be a data part"
+        ))),
+    }
+}
+
+fn event_envelope(mut data: Map<String, Value>) -> Result<Envelope, DomainError> {
+    let extra: Vec<&str> = data
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !matches!(*k, "kind" | "payload"))
+        .collect();
+    if !extra.is_empty() {
+        return Err(DomainError::InvalidEnvelope(format!(
+            "unexpected key(s): {}",
+            sorted(extra)
+        )));
+    }
+    let kind = match data.get("kind") {
+        Some(Value::String(kind)) => kind.clone(),
+        Some(_) => {
+            return Err(DomainError::InvalidEnvelope(
+                "kind must be a string".to_owned(),
+            ));
+        }
+        None => return Err(DomainError::InvalidEnvelope("kind is required".to_owned())),
+    };
+    let payload = match data.remove("payload") {
+        Some(Value::Object(payload)) => payload,
+        Some(_) => {
+            return Err(DomainError::InvalidEnvelope(
+                "payload must be an object".to_owned(),
+            ));
+        }
+        None => {
+            return Err(DomainError::InvalidEnvelope(
+                "payload is required".to_owned(),
+            ));
+        }
+    };
+    match kind.as_str() {
+        "task" => Ok(Envelope::Task(payload)),
+        "status_update" => Ok(Envelope::Recorded {
+            kind: RecordedKind::StatusUpdate,
+            payload,
+        }),
+        "artifact_update" => Ok(Envelope::Recorded {
+            kind: RecordedKind::ArtifactUpdate,
+            payload,
+        }),
+        other => Err(DomainError::InvalidEnvelope(format!(
+            "unknown kind {other:?}; expected task, status_update or artifact_update"
+        ))),
+    }
+}
+
+fn sorted(mut keys: Vec<&str>) -> String {
+    keys.sort_unstable();
+    keys.join(", ")
+}
+
+fn refuse_server_controlled(payload: &Map<String, Value>) -> Result<(), DomainError> {
+    let set: Vec<&str> = SERVER_CONTROLLED_FIELDS
+        .into_iter()
+        .filter(|k| payload.contains_key(*k))
+        .collect();
+    if set.is_empty() {
+        Ok(())
+    } else {
+        Err(DomainError::ServerControlledField(sorted(set)))
+    }
+}
+
+/// The extension of a task created by `sender`'s first message.
+///
+/// Without an envelope: `name` is the first line of `text` (at most 60 characters, `task` when
+/// empty), `goal` is `text`, the sender is the reporter and the agent the assignee. With one:
+/// the object is validated against the schema; the agent is appended as assignee when no
+/// participant is one, and the sender as reporter when not listed (otherwise its own task
+/// would be invisible to it and its first message refused). The lifecycle is set by the
+/// server: `delegated` for a task with a parent, else `conversation`.
+pub fn new_task_extension(
+    sender: &str,
+    agent_id: &str,
+    text: &str,
+    envelope: Option<&Map<String, Value>>,
+) -> Result<TaskExtension, DomainError> {
+    let mut ext = match envelope {
+        None => {
+            let first_line = text.trim().lines().next().unwrap_or("").trim();
+            let name: String = first_line.chars().take(DEFAULT_NAME_CHARS).collect();
+            let mut ext = TaskExtension::new(
+                if name.is_empty() {
+                    "task".to_owned()
+                } else {
+                    name
+                },
+                text,
+            );
+            ext.participants.push(Participant::new(
+                sender,
+                ParticipantKind::Human,
+                Role::Reporter,
+            ));
+            ext
+        }
+        Some(payload) => {
+            refuse_server_controlled(payload)?;
+            let mut ext = TaskExtension::from_value(&Value::Object(payload.clone()))?;
+            if ext.participant(sender).is_none() {
+                ext.participants.push(Participant::new(
+                    sender,
+                    ParticipantKind::Human,
+                    Role::Reporter,
+                ));
+            }
+            ext
+        }
+    };
+    if !ext.has_assignee() {
+        match ext.participant_mut(agent_id) {
+            // Listed in another role: the agent still becomes the assignee, without a duplicate.
+            Some(agent) => agent.role = Role::Assignee,
+            None => ext.participants.push(Participant::new(
+                agent_id,
+                ParticipantKind::Agent,
+                Role::Assignee,
+            )),
+        }
+    }
+    ext.lifecycle = Some(if ext.parent_tasks.is_empty() {
+        Lifecycle::Conversation
+    } else {
+        Lifecycle::Delegated
+    });
+    ext.check_semantics()?;
+    Ok(ext)
+}
+
+/// The result of applying an envelope to an existing task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvelopeEdit {
+    pub task: TaskExtension,
+    /// The top-level keys whose values changed, in schema order.
+    pub changed: Vec<&'static str>,
+}
+
+impl EnvelopeEdit {
+    /// Participant or role changes need the store's conditional write on the actor's role.
+    pub fn changes_participants(&self) -> bool {
+        self.changed.contains(&"participants")
+    }
+}
+
+/// Applies `actor`'s envelope to an existing task: checks, shallow merge, re-validation.
+pub fn apply_envelope(
+    current: &TaskExtension,
+    actor: &str,
+    payload: &Map<String, Value>,
+) -> Result<EnvelopeEdit, DomainError> {
+    policy::authorize(current, actor, Action::Send)?;
+    refuse_server_controlled(payload)?;
+    let not_editable: Vec<&str> = payload
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !OPEN_FIELDS.contains(k) && !ADMIN_FIELDS.contains(k))
+        .collect();
+    if !not_editable.is_empty() {
+        return Err(DomainError::FieldNotEditable(sorted(not_editable)));
+    }
+    if OPEN_FIELDS.iter().any(|k| payload.contains_key(*k)) {
+        policy::authorize(current, actor, Action::EditTask)?;
+    }
+    if ADMIN_FIELDS.iter().any(|k| payload.contains_key(*k)) {
+        policy::authorize(current, actor, Action::EditParticipants)?;
+    }
+    let before = current.to_value();
+    let mut merged = before.clone();
+    if let Value::Object(map) = &mut merged {
+        for (key, value) in payload {
+            map.insert(key.clone(), value.clone());
+        }
+    }
+    let task = TaskExtension::from_value(&merged)?;
+    let changed = OPEN_FIELDS
+        .into_iter()
+        .chain(ADMIN_FIELDS)
+        .filter(|k| before.get(*k) != merged.get(*k))
+        .collect();
+    Ok(EnvelopeEdit { task, changed })
+}
+
+/// How a recorded `status_update` / `artifact_update` envelope enters the history: framed, so
+/// the agent reads it as a participant's report rather than as the service's own event.
+pub fn render_recorded(kind: RecordedKind, sender: &str, payload: &Map<String, Value>) -> String {
+    format!(
+        "[{} from {sender}] {}",
+        kind.as_str(),
+        Value::Object(payload.clone())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn data_part(media_type: &str, data: Value) -> Part {
+        Part::data(data).with_media_type(media_type)
+    }
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => panic!("not an object"),
+        }
+    }
+
+    fn team() -> TaskExtension {
+        let mut ext = TaskExtension::from_value(&json!({
+            "name": "Refund", "goal": "Refund order 48213", "lifecycle": "conversation",
+            "participants": [
+                {"id": "alice", "kind": "human", "role": "reporter"},
+                {"id": "ops", "kind": "human", "role": "admin"},
+                {"id": "agent", "kind": "agent", "role": "assignee"},
+                {"id": "wes", "kind": "human", "role": "watcher"}],
+            "plan": {"steps": [{"id": "a", "name": "A"}]}
+        }))
+        .expect("valid");
+        ext.model = Some("m1".into());
+        ext
+    }
+
+    #[test]
+    fn finds_both_envelope_forms() {
+        let task = find_envelope(&[
+            Part::text("hi"),
+            data_part(TASK_MEDIA_TYPE, json!({"name": "x", "goal": "y"})),
+        ]);
+        assert_eq!(
+            task,
+            Ok(Some(Envelope::Task(obj(json!({"name": "x", "goal": "y"})))))
+        );
+        let event = find_envelope(&[data_part(
+            EVENT_MEDIA_TYPE,
+            json!({"kind": "task", "payload": {"name": "Audit"}}),
+        )]);
+        assert_eq!(
+            event,
+            Ok(Some(Envelope::Task(obj(json!({"name": "Audit"})))))
+        );
+        let status = find_envelope(&[data_part(
+            EVENT_MEDIA_TYPE,
+            json!({"kind": "status_update", "payload": {"s": 1}}),
+        )]);
+        assert_eq!(
+            status,
+            Ok(Some(Envelope::Recorded {
+                kind: RecordedKind::StatusUpdate,
+                payload: obj(json!({"s": 1}))
+            }))
+        );
+        assert_eq!(
+            find_envelope(&[
+                Part::text("plain"),
+                data_part("application/json", json!({}))
+            ]),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn malformed_envelopes_are_refused_with_reasons() {
+        let cases = [
+            (
+                vec![data_part(
+                    EVENT_MEDIA_TYPE,
+                    json!({"kind": "bogus", "payload": {}}),
+                )],
+                "invalid event envelope: unknown kind \"bogus\"; expected task, status_update or artifact_update",
+            ),
+            (
+                vec![data_part(
+                    EVENT_MEDIA_TYPE,
+                    json!({"kind": "task", "payload": {}, "x": 1, "a": 2}),
+                )],
+                "invalid event envelope: unexpected key(s): a, x",
+            ),
+            (
+                vec![data_part(EVENT_MEDIA_TYPE, json!({"payload": {}}))],
+                "invalid event envelope: kind is required",
+            ),
+            (
+                vec![data_part(EVENT_MEDIA_TYPE, json!({"kind": "task"}))],
+                "invalid event envelope: payload is required",
+            ),
+            (
+                vec![data_part(
+                    EVENT_MEDIA_TYPE,
+                    json!({"kind": "task", "payload": []}),
+                )],
+                "invalid event envelope: payload must be an object",
+            ),
+            (
+                vec![data_part(TASK_MEDIA_TYPE, json!("x"))],
+                "invalid event envelope: the data of a application/vnd.tiny-harness.task+json part must be an object",
+            ),
+            (
+                vec![Part::text("{}").with_media_type(TASK_MEDIA_TYPE)],
+                "invalid event envelope: a application/vnd.tiny-harness.task+json part must be a data part",
+            ),
+            (
+                vec![
+                    data_part(TASK_MEDIA_TYPE, json!({})),
+                    data_part(TASK_MEDIA_TYPE, json!({})),
+                ],
+                "invalid event envelope: a message may carry at most one envelope",
+            ),
+        ];
+        for (parts, text) in cases {
+            assert_eq!(find_envelope(&parts).expect_err(text).to_string(), text);
+        }
+    }
+
+    #[test]
+    fn a_new_task_without_an_envelope() {
+        let ext = new_task_extension(
+            "alice",
+            "tiny-harness",
+            "Refund order 48213\nIt was late",
+            None,
+        )
+        .expect("ok");
+        assert_eq!(
+            ext.to_value(),
+            json!({"name": "Refund order 48213", "type": null, "goal": "Refund order 48213\nIt was late",
+                   "description": "", "acceptance_criteria": [],
+                   "participants": [{"id": "alice", "kind": "human", "role": "reporter", "display_name": ""},
+                                    {"id": "tiny-harness", "kind": "agent", "role": "assignee", "display_name": ""}],
+                   "parent_tasks": [], "sub_tasks": [], "plan": null,
+                   "lifecycle": "conversation", "model": null, "reasoning_effort": null})
+        );
+        let long = "x".repeat(80);
+        assert_eq!(
+            new_task_extension("a", "g", &long, None)
+                .expect("ok")
+                .name
+                .len(),
+            60
+        );
+        assert_eq!(
+            new_task_extension("a", "g", "  \n ", None)
+                .expect("ok")
+                .name,
+            "task"
+        );
+        assert_eq!(
+            new_task_extension("a", "g", "é".repeat(70).as_str(), None)
+                .expect("ok")
+                .name
+                .chars()
+                .count(),
+            60
+        );
+    }
+
+    #[test]
+    fn a_new_task_with_an_envelope() {
+        let ext = new_task_extension(
+            "alice",
+            "agent",
+            "",
+            Some(&obj(json!({"name": "Audit", "goal": "Audit the ledger"}))),
+        )
+        .expect("ok");
+        let roles: Vec<_> = ext
+            .participants
+            .iter()
+            .map(|p| (p.id.as_str(), p.role))
+            .collect();
+        assert_eq!(
+            roles,
+            [("alice", Role::Reporter), ("agent", Role::Assignee)]
+        );
+        assert_eq!(ext.lifecycle, Some(Lifecycle::Conversation));
+
+        // An envelope with its own assignee gets no agent appended; the listed sender keeps its role.
+        let ext = new_task_extension(
+            "bob",
+            "agent",
+            "",
+            Some(&obj(json!({"name": "n", "goal": "g", "participants": [
+            {"id": "bob", "kind": "human", "role": "admin"},
+            {"id": "carol", "kind": "human", "role": "assignee"}]}))),
+        )
+        .expect("ok");
+        let roles: Vec<_> = ext
+            .participants
+            .iter()
+            .map(|p| (p.id.as_str(), p.role))
+            .collect();
+        assert_eq!(roles, [("bob", Role::Admin), ("carol", Role::Assignee)]);
+
+        // The agent listed in another role becomes the assignee when nobody else is.
+        let ext = new_task_extension(
+            "bob",
+            "agent",
+            "",
+            Some(&obj(json!({"name": "n", "goal": "g", "participants": [
+            {"id": "agent", "kind": "agent", "role": "watcher"}]}))),
+        )
+        .expect("ok");
+        let roles: Vec<_> = ext
+            .participants
+            .iter()
+            .map(|p| (p.id.as_str(), p.role))
+            .collect();
+        assert_eq!(roles, [("agent", Role::Assignee), ("bob", Role::Reporter)]);
+
+        let child = new_task_extension(
+            "bob",
+            "agent",
+            "",
+            Some(&obj(json!({"name": "n", "goal": "g",
+            "parent_tasks": [{"task_id": "p"}]}))),
+        )
+        .expect("ok");
+        assert_eq!(child.lifecycle, Some(Lifecycle::Delegated));
+    }
+
+    #[test]
+    fn new_task_envelope_refusals() {
+        let cases = [
+            (
+                json!({"name": "x", "goal": "y", "model": "m"}),
+                "task envelope cannot set server-controlled field(s): model",
+            ),
+            (
+                json!({"name": "x", "goal": "y", "reasoning_effort": null, "lifecycle": "delegated"}),
+                "task envelope cannot set server-controlled field(s): lifecycle, reasoning_effort",
+            ),
+            (
+                json!({"name": "x", "unknown": 1}),
+                "invalid task extension: /: ",
+            ),
+            (json!({"name": "x"}), "invalid task extension: /: "),
+        ];
+        for (payload, text) in cases {
+            let err = new_task_extension("a", "agent", "", Some(&obj(payload.clone())))
+                .expect_err("refused");
+            assert!(err.to_string().starts_with(text), "{payload}: {err}");
+        }
+    }
+
+    #[test]
+    fn open_fields_are_edited_by_any_non_watcher() {
+        let current = team();
+        let edit = apply_envelope(
+            &current,
+            "alice",
+            &obj(json!({"acceptance_criteria": [{"text": "Refund issued"}],
+            "name": "Refund"})),
+        )
+        .expect("reporter may");
+        assert_eq!(edit.changed, ["acceptance_criteria"]);
+        assert!(!edit.changes_participants());
+        assert_eq!(edit.task.acceptance_criteria[0].text, "Refund issued");
+        assert_eq!(
+            edit.task.model.as_deref(),
+            Some("m1"),
+            "untouched fields are kept"
+        );
+        let met = apply_envelope(
+            &edit.task,
+            "agent",
+            &obj(json!({"acceptance_criteria": [{"text": "Refund issued", "met": true}]})),
+        )
+        .expect("assignee may");
+        assert!(met.task.all_criteria_met());
+    }
+
+    #[test]
+    fn participants_only_by_an_admin() {
+        let current = team();
+        let add_bob = obj(json!({"participants": [
+            {"id": "alice", "kind": "human", "role": "reporter"},
+            {"id": "ops", "kind": "human", "role": "admin"},
+            {"id": "agent", "kind": "agent", "role": "assignee"},
+            {"id": "bob", "kind": "human", "role": "watcher"}]}));
+        let err = apply_envelope(&current, "alice", &add_bob).expect_err("reporter may not");
+        assert_eq!(err.to_string(), "only an admin may change participants");
+        let edit = apply_envelope(&current, "ops", &add_bob).expect("admin may");
+        assert!(edit.changes_participants());
+        let ids: Vec<_> = edit
+            .task
+            .participants
+            .iter()
+            .map(|p| p.id.as_str())
+            .collect();
+        assert_eq!(ids, ["alice", "ops", "agent", "bob"]);
+    }
+
+    #[test]
+    fn edit_refusals_apply_nothing() {
+        let current = team();
+        let cases = [
+            ("mallory", json!({"name": "x"}), "not a participant"),
+            (
+                "ops",
+                json!({"name": "x", "model": "m2"}),
+                "task envelope cannot set server-controlled field(s): model",
+            ),
+            (
+                "ops",
+                json!({"reasoning_effort": "high"}),
+                "task envelope cannot set server-controlled field(s): reasoning_effort",
+            ),
+            (
+                "ops",
+                json!({"lifecycle": "delegated"}),
+                "task envelope cannot set server-controlled field(s): lifecycle",
+            ),
+            (
+                "ops",
+                json!({"name": "x", "plan": null}),
+                "task envelope cannot change plan",
+            ),
+            (
+                "ops",
+                json!({"sub_tasks": [], "goal": "g", "type": "t"}),
+                "task envelope cannot change goal, sub_tasks, type",
+            ),
+            (
+                "wes",
+                json!({"description": "d"}),
+                "a watcher may not edit this task",
+            ),
+            (
+                "wes",
+                json!({"participants": []}),
+                "only an admin may change participants",
+            ),
+            ("ops", json!({"name": 5}), "invalid task extension: /name: "),
+            (
+                "ops",
+                json!({"participants": [{"id": "x", "kind": "human", "role": "admin"},
+                                            {"id": "x", "kind": "human", "role": "watcher"}]}),
+                "invalid task extension: /participants: participant id \"x\" appears more than once",
+            ),
+        ];
+        for (actor, payload, text) in cases {
+            let err = apply_envelope(&current, actor, &obj(payload.clone())).expect_err("refused");
+            assert!(
+                err.to_string().starts_with(text),
+                "{actor} {payload}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn recorded_events_are_framed() {
+        let text = render_recorded(RecordedKind::ArtifactUpdate, "alice", &obj(json!({"a": 1})));
+        assert_eq!(text, "[artifact_update from alice] {\"a\":1}");
+    }
+}

@@ -1,0 +1,155 @@
+//! A task as the agent works on it: the A2A identity, the extension, and the agent's own
+//! state kept beside them (loaded skills, A2UI surfaces, the open help request). The store
+//! persists all of it with the task; the intrinsic tools map one such value to the next.
+
+use std::collections::BTreeSet;
+
+use a2a::{Message, Part, Role as MessageRole};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::a2ui::SurfaceRegistry;
+use crate::extension::TaskExtension;
+use crate::{CHANNEL_MEDIA_TYPE, schemas};
+
+/// What the agent keeps about a task beyond the A2A task and the extension.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentState {
+    /// Skills whose bodies are in the agent's context.
+    pub loaded_skills: BTreeSet<String>,
+    /// A2UI surfaces this task created, for checking later updates and user actions.
+    pub surfaces: SurfaceRegistry,
+    /// The help request the task waits on, if any.
+    pub pending_help: Option<HelpRequest>,
+    /// Help requests made so far (numbers their message ids).
+    pub help_requests: u32,
+    /// `emit_ui` calls so far (numbers their artifacts).
+    pub ui_emits: u32,
+    /// Set on a task made by `create_task_for_participant`: the participant whose first
+    /// accepted message completes it. Such a task runs no agent.
+    pub awaiting_participant: Option<String>,
+}
+
+/// An open `ask_participant` request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelpRequest {
+    pub participant_id: String,
+    pub question: String,
+    #[serde(default)]
+    pub options: Vec<String>,
+    /// Id of the INPUT_REQUIRED status message that carries the request (`<task>:help:<n>`).
+    pub message_id: String,
+}
+
+/// The task the intrinsic tools read and produce.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkingTask {
+    pub id: String,
+    pub context_id: String,
+    pub extension: TaskExtension,
+    pub agent: AgentState,
+}
+
+impl HelpRequest {
+    /// The question as the asked participant reads it: `question`, then `Options: a, b`.
+    pub fn text(&self) -> String {
+        if self.options.is_empty() {
+            self.question.clone()
+        } else {
+            format!("{}\nOptions: {}", self.question, self.options.join(", "))
+        }
+    }
+
+    /// The message of the INPUT_REQUIRED status: a text part with the question and a channel
+    /// data part (`kind: help_request`, see `schemas/channel.schema.json`).
+    pub fn status_message(&self, task_id: &str, context_id: &str, agent_id: &str) -> Message {
+        let data = json!({
+            "channel_id": task_id,
+            "sender": agent_id,
+            "kind": "help_request",
+            "text": self.question,
+            "parts": [],
+            "in_reply_to": null,
+        });
+        debug_assert!(schemas::validators().channel.is_valid(&data));
+        let mut message = Message::new(
+            MessageRole::Agent,
+            vec![
+                Part::text(self.text()),
+                Part::data(data).with_media_type(CHANNEL_MEDIA_TYPE),
+            ],
+        );
+        message.message_id.clone_from(&self.message_id);
+        message.task_id = Some(task_id.to_owned());
+        message.context_id = Some(context_id.to_owned());
+        message
+    }
+
+    /// How the answer enters the history: `Reply from <pid> to "<question>": <text>`.
+    pub fn frame_answer(&self, text: &str) -> String {
+        format!(
+            "Reply from {} to {:?}: {text}",
+            self.participant_id, self.question
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(options: &[&str]) -> HelpRequest {
+        HelpRequest {
+            participant_id: "alice".into(),
+            question: "Full or partial refund?".into(),
+            options: options.iter().map(|s| (*s).to_owned()).collect(),
+            message_id: "t-1:help:1".into(),
+        }
+    }
+
+    #[test]
+    fn the_help_request_message() {
+        let msg = request(&["full", "partial"]).status_message("t-1", "ctx-1", "tiny-harness");
+        let wire = serde_json::to_value(&msg).expect("serialises");
+        assert_eq!(
+            wire,
+            json!({"messageId": "t-1:help:1", "contextId": "ctx-1", "taskId": "t-1", "role": "ROLE_AGENT",
+                   "parts": [{"text": "Full or partial refund?\nOptions: full, partial"},
+                             {"data": {"channel_id": "t-1", "sender": "tiny-harness", "kind": "help_request",
+                                       "text": "Full or partial refund?", "parts": [], "in_reply_to": null},
+                              "mediaType": "application/vnd.tiny-harness.channel+json"}]})
+        );
+        assert!(
+            schemas::validators()
+                .channel
+                .is_valid(&wire["parts"][1]["data"])
+        );
+        assert_eq!(request(&[]).text(), "Full or partial refund?");
+    }
+
+    #[test]
+    fn answers_are_framed() {
+        assert_eq!(
+            request(&[]).frame_answer("Full."),
+            "Reply from alice to \"Full or partial refund?\": Full."
+        );
+    }
+
+    #[test]
+    fn agent_state_round_trips_and_defaults() {
+        let mut state = AgentState::default();
+        state.loaded_skills.insert("summarize".into());
+        state.pending_help = Some(request(&["a"]));
+        state.help_requests = 1;
+        let value = serde_json::to_value(&state).expect("serialises");
+        assert_eq!(
+            serde_json::from_value::<AgentState>(value).expect("parses"),
+            state
+        );
+        assert_eq!(
+            serde_json::from_value::<AgentState>(json!({})).expect("parses"),
+            AgentState::default()
+        );
+    }
+}
