@@ -323,7 +323,7 @@ impl TaskExtension {
     pub fn from_value(value: &Value) -> Result<Self, DomainError> {
         schemas::check(&schemas::validators().task_extension, value)
             .map_err(DomainError::InvalidExtension)?;
-        let ext: TaskExtension = serde_json::from_value(value.clone())
+        let ext = TaskExtension::deserialize(value)
             .map_err(|e| DomainError::InvalidExtension(e.to_string()))?;
         ext.check_semantics()?;
         Ok(ext)
