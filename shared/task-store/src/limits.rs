@@ -1,0 +1,199 @@
+//! Size rules every adapter applies the same way.
+//!
+//! DynamoDB refuses items over 400 KB and transactions over 4 MB. Documents (history
+//! messages, artifacts, events) are stored as JSON split into chunks of at most
+//! [`CHUNK_BYTES`], so no item approaches the limit and a conversation of any length keeps
+//! working; one document may take at most [`MAX_DOCUMENT_BYTES`], and a document over it is
+//! refused with a message that names its largest part. The task document (extension, agent
+//! state, status) is one item, conditioned on by every write, so it has its own cap.
+
+use a2a::{Artifact, Message, Part, StreamResponse};
+use serde::Serialize;
+
+use crate::error::{StoreError, StoreResult};
+use crate::model::TaskRecord;
+
+/// The largest piece of a document one item holds.
+pub const CHUNK_BYTES: usize = 256 * 1024;
+/// The largest message, artifact or event.
+pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+/// The largest task document.
+pub const MAX_TASK_BYTES: usize = 300 * 1024;
+/// The most document bytes one commit may write (DynamoDB's transaction cap is 4 MB).
+pub const MAX_COMMIT_BYTES: usize = 3 * 1024 * 1024;
+
+fn human(bytes: usize) -> String {
+    if bytes >= 1024 * 1024 {
+        format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+    } else {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> StoreResult<String> {
+    serde_json::to_string(value).map_err(|e| StoreError::Invalid(format!("cannot encode: {e}")))
+}
+
+/// The largest part of `parts`: (1-based index, encoded size).
+fn largest_part(parts: &[Part]) -> Option<(usize, usize)> {
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            (
+                i + 1,
+                serde_json::to_string(p).map(|s| s.len()).unwrap_or(0),
+            )
+        })
+        .max_by_key(|&(_, size)| size)
+}
+
+fn too_large(what: String, size: usize, parts: &[Part]) -> StoreError {
+    let largest = largest_part(parts)
+        .map(|(i, s)| format!(" (its largest part, #{i}, is {})", human(s)))
+        .unwrap_or_default();
+    StoreError::TooLarge(format!(
+        "{what} is {}, over the {} a stored message, artifact or event may take{largest}",
+        human(size),
+        human(MAX_DOCUMENT_BYTES)
+    ))
+}
+
+fn document<T: Serialize>(
+    value: &T,
+    what: impl FnOnce() -> String,
+    parts: &[Part],
+) -> StoreResult<String> {
+    let json = to_json(value)?;
+    if json.len() > MAX_DOCUMENT_BYTES {
+        return Err(too_large(what(), json.len(), parts));
+    }
+    Ok(json)
+}
+
+pub fn encode_message(message: &Message) -> StoreResult<String> {
+    document(
+        message,
+        || format!("message {}", message.message_id),
+        &message.parts,
+    )
+}
+
+pub fn encode_artifact(artifact: &Artifact) -> StoreResult<String> {
+    document(
+        artifact,
+        || format!("artifact {}", artifact.artifact_id),
+        &artifact.parts,
+    )
+}
+
+pub fn encode_event(event: &StreamResponse) -> StoreResult<String> {
+    let parts: &[Part] = match event {
+        StreamResponse::ArtifactUpdate(a) => &a.artifact.parts,
+        StreamResponse::Message(m) => &m.parts,
+        StreamResponse::StatusUpdate(s) => s.status.message.as_ref().map_or(&[], |m| &m.parts),
+        StreamResponse::Task(_) => &[],
+    };
+    document(event, || "event".to_owned(), parts)
+}
+
+pub fn encode_task(record: &TaskRecord) -> StoreResult<String> {
+    if record.status.timestamp.is_none() {
+        return Err(StoreError::Invalid(format!(
+            "task {} has no status timestamp",
+            record.id
+        )));
+    }
+    let json = to_json(record)?;
+    if json.len() > MAX_TASK_BYTES {
+        return Err(StoreError::TooLarge(format!(
+            "task {} is {}, over the {} a task document may take (its plan, participants and status message count)",
+            record.id,
+            human(json.len()),
+            human(MAX_TASK_BYTES)
+        )));
+    }
+    Ok(json)
+}
+
+/// Refuses a commit whose documents together exceed [`MAX_COMMIT_BYTES`].
+pub fn check_commit_bytes(total: usize) -> StoreResult<()> {
+    if total > MAX_COMMIT_BYTES {
+        return Err(StoreError::TooLarge(format!(
+            "one write would store {}, over the {} a single write may take",
+            human(total),
+            human(MAX_COMMIT_BYTES)
+        )));
+    }
+    Ok(())
+}
+
+/// Splits a document into pieces of at most [`CHUNK_BYTES`], on character boundaries.
+pub fn chunks(json: &str) -> Vec<&str> {
+    let mut out = Vec::with_capacity(json.len() / CHUNK_BYTES + 1);
+    let mut rest = json;
+    while rest.len() > CHUNK_BYTES {
+        let mut cut = CHUNK_BYTES;
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let (head, tail) = rest.split_at(cut);
+        out.push(head);
+        rest = tail;
+    }
+    out.push(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use a2a::Role;
+
+    #[test]
+    fn chunks_rejoin_and_respect_the_bound() {
+        let text = "é".repeat(CHUNK_BYTES); // 2 bytes each: boundaries matter
+        let json = serde_json::to_string(&text).expect("json");
+        let pieces = chunks(&json);
+        assert_eq!(pieces.len(), 3);
+        assert!(pieces.iter().all(|p| p.len() <= CHUNK_BYTES));
+        assert_eq!(pieces.concat(), json);
+        assert_eq!(chunks(""), vec![""]);
+    }
+
+    #[test]
+    fn a_message_over_the_cap_names_its_largest_part() {
+        let message = Message::new(
+            Role::User,
+            vec![
+                Part::text("small"),
+                Part::text("x".repeat(MAX_DOCUMENT_BYTES)),
+            ],
+        );
+        let err = encode_message(&message).expect_err("too large").to_string();
+        assert!(
+            err.starts_with(&format!(
+                "message {} is 1.0 MiB, over the 1.0 MiB",
+                message.message_id
+            )),
+            "{err}"
+        );
+        assert!(err.ends_with("(its largest part, #2, is 1.0 MiB)"), "{err}");
+        let fits = Message::new(
+            Role::User,
+            vec![Part::text("x".repeat(MAX_DOCUMENT_BYTES - 200))],
+        );
+        assert!(encode_message(&fits).is_ok());
+    }
+
+    #[test]
+    fn commits_have_a_cap() {
+        assert!(check_commit_bytes(MAX_COMMIT_BYTES).is_ok());
+        assert_eq!(
+            check_commit_bytes(MAX_COMMIT_BYTES + 1)
+                .expect_err("over")
+                .to_string(),
+            "one write would store 3.0 MiB, over the 3.0 MiB a single write may take"
+        );
+    }
+}

@@ -1,0 +1,225 @@
+//! What the store keeps: tasks with their version and counters, events, history, artifacts,
+//! inbox items, push configs, leases, audit entries.
+
+use a2a::{Artifact, Message, StreamResponse, TaskPushNotificationConfig, TaskState, TaskStatus};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use task_core::extension::{Role, SubState, TaskExtension};
+use task_core::task::AgentState;
+
+/// The task document: everything the service knows of a task except its logs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub id: String,
+    pub context_id: String,
+    /// The A2A status; `status.timestamp` is required (ListTasks orders by it).
+    pub status: TaskStatus,
+    /// Why an INPUT_REQUIRED task waits.
+    #[serde(default)]
+    pub sub_state: Option<SubState>,
+    pub extension: TaskExtension,
+    #[serde(default)]
+    pub agent: AgentState,
+}
+
+impl TaskRecord {
+    pub fn state(&self) -> &TaskState {
+        &self.status.state
+    }
+
+    /// The status timestamp, which every stored task must carry.
+    pub fn status_timestamp(&self) -> Option<DateTime<Utc>> {
+        self.status.timestamp
+    }
+
+    /// Participant id → role, as the store indexes and conditions on it.
+    pub fn roles(&self) -> impl Iterator<Item = (&str, Role)> {
+        self.extension
+            .participants
+            .iter()
+            .map(|p| (p.id.as_str(), p.role))
+    }
+}
+
+/// Counters the store keeps beside each task. They travel with the [`StoredTask`] a caller
+/// read, so an update knows the next sequence numbers without reading again; the version
+/// condition guarantees they are current.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskCounters {
+    /// Number of events in the log; the next event gets this sequence number.
+    pub events: u64,
+    /// Number of history messages.
+    pub history: u64,
+    /// Artifact ids in the order they were first written.
+    pub artifact_ids: Vec<String>,
+}
+
+/// A task as read from the store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTask {
+    pub record: TaskRecord,
+    /// Incremented by every write of the task; updates are conditional on it.
+    pub version: u64,
+    pub counters: TaskCounters,
+}
+
+/// One entry of a task's event log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEvent {
+    /// Gapless per task, from 0 (the task as created).
+    pub seq: u64,
+    pub event: StreamResponse,
+}
+
+/// A message waiting for the task's runner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboxItem {
+    /// Orders the inbox (arrival time, then message id); unique per task.
+    pub key: InboxKey,
+    /// The accepted participant who sent it.
+    pub sender: String,
+    pub message: Message,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct InboxKey {
+    pub enqueued_at: DateTime<Utc>,
+    pub message_id: String,
+}
+
+/// A refusal or other intake decision kept in the task's audit log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub at: DateTime<Utc>,
+    pub message_id: String,
+    pub participant_id: Option<String>,
+    pub accepted: bool,
+    pub reason: String,
+}
+
+/// A push notification config as stored (the A2A shape, with its id always set).
+pub type PushConfig = TaskPushNotificationConfig;
+
+/// A held run lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub task_id: String,
+    pub owner: String,
+    /// Distinguishes two acquisitions by the same owner.
+    pub token: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// ListTasks filters (all optional) and paging.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListQuery {
+    pub context_id: Option<String>,
+    pub state: Option<TaskState>,
+    /// Only tasks whose status timestamp is at or after this instant.
+    pub status_after: Option<DateTime<Utc>>,
+    /// 1..=100.
+    pub page_size: usize,
+    /// An opaque token from a previous page.
+    pub page_token: Option<String>,
+}
+
+/// One page of a participant's tasks, newest status first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskPage {
+    pub tasks: Vec<StoredTask>,
+    /// Empty on the last page.
+    pub next_page_token: String,
+    /// Matching tasks across all pages.
+    pub total_size: usize,
+}
+
+/// A new task and everything written with it, atomically.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    pub record: TaskRecord,
+    /// The log's first entries; the first is usually the task as created (seq 0).
+    pub events: Vec<StreamResponse>,
+    pub history: Vec<Message>,
+    /// Message ids to record for de-duplication (the creating message's).
+    pub message_ids: Vec<String>,
+    pub audit: Vec<AuditEntry>,
+}
+
+impl NewTask {
+    pub fn new(record: TaskRecord) -> Self {
+        Self {
+            record,
+            events: Vec::new(),
+            history: Vec::new(),
+            message_ids: Vec::new(),
+            audit: Vec::new(),
+        }
+    }
+}
+
+/// A change to an existing task, applied only if [`Expect`] holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskUpdate {
+    /// The task as the caller read it: its id, version and counters.
+    pub base: StoredTask,
+    /// States the task may be in (besides the version); empty = any.
+    pub allowed_states: Vec<TaskState>,
+    /// The actor must hold this role in the stored task (role and participant changes).
+    pub actor_role: Option<(String, Role)>,
+    /// The new task document; `None` keeps it (the version still advances).
+    pub record: Option<TaskRecord>,
+    pub events: Vec<StreamResponse>,
+    pub history: Vec<Message>,
+    /// Written whole; an existing artifact with the same id is replaced in place.
+    pub artifacts: Vec<Artifact>,
+    pub message_ids: Vec<String>,
+    /// Inbox items this update consumes; the update fails if one is already gone.
+    pub consume_inbox: Vec<InboxKey>,
+    pub audit: Vec<AuditEntry>,
+}
+
+impl TaskUpdate {
+    pub fn new(base: StoredTask) -> Self {
+        Self {
+            base,
+            allowed_states: Vec::new(),
+            actor_role: None,
+            record: None,
+            events: Vec::new(),
+            history: Vec::new(),
+            artifacts: Vec::new(),
+            message_ids: Vec::new(),
+            consume_inbox: Vec::new(),
+            audit: Vec::new(),
+        }
+    }
+
+    pub fn task_id(&self) -> &str {
+        &self.base.record.id
+    }
+}
+
+/// One task's part of an atomic commit.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    Create(Box<NewTask>),
+    Update(Box<TaskUpdate>),
+}
+
+impl Change {
+    pub fn task_id(&self) -> &str {
+        match self {
+            Change::Create(new) => &new.record.id,
+            Change::Update(update) => update.task_id(),
+        }
+    }
+}
+
+/// What a commit did to one task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub task_id: String,
+    pub version: u64,
+    /// Sequence numbers given to the change's events, in order.
+    pub event_seqs: Vec<u64>,
+}

@@ -1,0 +1,115 @@
+//! The store ports: narrow traits whose signatures carry the concurrency contract.
+//!
+//! Every adapter enforces exactly this contract, and one contract suite
+//! (`task_store::contract`, feature `contract`) runs against each.
+
+use a2a::{Artifact, Message};
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+
+use crate::error::StoreResult;
+use crate::model::*;
+
+/// Tasks and their logs.
+#[async_trait]
+pub trait TaskStore: Send + Sync {
+    /// Applies every change atomically, or none:
+    /// - `Create`: the task must not exist (`Conflict::TaskExists`); it is written with its
+    ///   first events (seq 0, 1, …), history, message-id records, audit entries and one
+    ///   participant-index entry per participant;
+    /// - `Update`: applied only if the task's version is still `base.version`, its state is
+    ///   among `allowed_states` (when given) and the actor holds `actor_role` (when given),
+    ///   else `Conflict::TaskChanged`; its events get the next gapless sequence numbers; a
+    ///   message id already recorded is `Conflict::DuplicateMessage`; an inbox item already
+    ///   consumed is `Conflict::InboxItemGone`.
+    ///
+    /// Several changes in one commit (a parent and its new child, a child and the parent's
+    /// mirrored ref) stand or fall together.
+    async fn commit(&self, changes: Vec<Change>) -> StoreResult<Vec<Committed>>;
+
+    /// The task, or `None`.
+    async fn get(&self, task_id: &str) -> StoreResult<Option<StoredTask>>;
+
+    /// Events with `seq >= from_seq`, in order, at most `limit`.
+    async fn events(
+        &self,
+        task_id: &str,
+        from_seq: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<StoredEvent>>;
+
+    /// The history, oldest first; `last: Some(n)` gives only the newest `n` messages.
+    async fn history(&self, task_id: &str, last: Option<usize>) -> StoreResult<Vec<Message>>;
+
+    /// The artifacts, in the order they were first written.
+    async fn artifacts(&self, task_id: &str) -> StoreResult<Vec<Artifact>>;
+
+    /// The audit log, oldest first (by time, then message id).
+    async fn audit(&self, task_id: &str) -> StoreResult<Vec<AuditEntry>>;
+
+    /// A participant's tasks, newest status timestamp first (ties: task id descending), with
+    /// the query's filters; `total_size` counts every match. An unreadable page token is
+    /// `StoreError::Invalid`.
+    async fn list(&self, participant_id: &str, query: &ListQuery) -> StoreResult<TaskPage>;
+}
+
+/// Messages waiting for a task's runner.
+#[async_trait]
+pub trait InboxStore: Send + Sync {
+    /// Queues a message and records its id, in one atomic write that does not conflict with
+    /// the runner's updates. `NotFound` if there is no such task, `Conflict::TaskTerminal` if it
+    /// is in a terminal state, `Conflict::DuplicateMessage` if the id was already received.
+    async fn enqueue(&self, task_id: &str, item: InboxItem) -> StoreResult<()>;
+
+    /// The waiting messages, in key order (arrival time, then message id).
+    async fn inbox(&self, task_id: &str) -> StoreResult<Vec<InboxItem>>;
+}
+
+/// One runner per task: a lease with an expiry.
+#[async_trait]
+pub trait LeaseStore: Send + Sync {
+    /// Takes the lease if nobody holds it or the holder's lease expired at `now`;
+    /// `Conflict::LeaseHeld` otherwise.
+    async fn acquire(
+        &self,
+        task_id: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        ttl: Duration,
+    ) -> StoreResult<Lease>;
+
+    /// Extends a lease still held by this holder (same owner and token);
+    /// `Conflict::LeaseLost` if it was stolen or released.
+    async fn renew(&self, lease: &Lease, now: DateTime<Utc>, ttl: Duration) -> StoreResult<Lease>;
+
+    /// Gives the lease up; `Conflict::LeaseLost` if this holder no longer holds it.
+    async fn release(&self, lease: &Lease) -> StoreResult<()>;
+
+    /// Tasks whose lease expired before `now` (crashed runners), oldest expiry first.
+    async fn expired_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<Vec<String>>;
+}
+
+/// Push notification configs of a task.
+#[async_trait]
+pub trait PushConfigStore: Send + Sync {
+    /// Creates or replaces the config with `config.id` (which must be set) on
+    /// `config.task_id`; `NotFound` if there is no such task.
+    async fn put_push_config(&self, config: PushConfig) -> StoreResult<PushConfig>;
+
+    async fn get_push_config(
+        &self,
+        task_id: &str,
+        config_id: &str,
+    ) -> StoreResult<Option<PushConfig>>;
+
+    /// In id order.
+    async fn list_push_configs(&self, task_id: &str) -> StoreResult<Vec<PushConfig>>;
+
+    /// Idempotent: deleting a config that does not exist succeeds.
+    async fn delete_push_config(&self, task_id: &str, config_id: &str) -> StoreResult<()>;
+}
+
+/// Everything the service needs from storage.
+pub trait Store: TaskStore + InboxStore + LeaseStore + PushConfigStore {}
+
+impl<T: TaskStore + InboxStore + LeaseStore + PushConfigStore> Store for T {}
