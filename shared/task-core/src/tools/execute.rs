@@ -344,28 +344,18 @@ fn spawn_subtask(
     } else {
         task.extension.participants.clone()
     };
-    let extension = child_extension(
+    let text = format!("sub-task {} spawned as {id}", args.name);
+    let kind = ChildKind::Agent {
+        remote_agent: args.agent.clone(),
+    };
+    let child = child_extension(
         task,
         &args.name,
         &args.goal,
         &args.acceptance_criteria,
         participants,
     );
-    let mut next = task.clone();
-    link_child(&mut next, new_ref(&id, args.agent.as_deref()), step);
-    let text = format!("sub-task {} spawned as {id}", args.name);
-    let child = ChildTask {
-        id,
-        extension,
-        kind: ChildKind::Agent {
-            remote_agent: args.agent.clone(),
-        },
-    };
-    Ok(ToolOutcome::changed(
-        text,
-        next,
-        vec![ToolEffect::CreateChild(child)],
-    ))
+    Ok(create_child(task, id, child, kind, step, text))
 }
 
 /// The child's participants are the parent's with the target as assignee and every former
@@ -393,28 +383,42 @@ fn create_task_for_participant(
             p
         })
         .collect();
-    let extension = child_extension(
+    let text = format!("task for {} created as {id}", args.participant_id);
+    let kind = ChildKind::Participant {
+        assignee: args.participant_id.clone(),
+    };
+    let child = child_extension(
         task,
         &args.name,
         &args.goal,
         &args.acceptance_criteria,
         participants,
     );
+    Ok(create_child(task, id, child, kind, step, text))
+}
+
+/// Links the new child into the parent (`sub_tasks`, the step's `linked_tasks`) and asks the
+/// runtime to create it.
+fn create_child(
+    task: &WorkingTask,
+    id: String,
+    extension: TaskExtension,
+    kind: ChildKind,
+    step: Option<usize>,
+    text: String,
+) -> ToolOutcome {
+    let remote_agent = match &kind {
+        ChildKind::Agent { remote_agent } => remote_agent.as_deref(),
+        ChildKind::Participant { .. } => None,
+    };
     let mut next = task.clone();
-    link_child(&mut next, new_ref(&id, None), step);
-    let text = format!("task for {} created as {id}", args.participant_id);
+    link_child(&mut next, new_ref(&id, remote_agent), step);
     let child = ChildTask {
         id,
         extension,
-        kind: ChildKind::Participant {
-            assignee: args.participant_id.clone(),
-        },
+        kind,
     };
-    Ok(ToolOutcome::changed(
-        text,
-        next,
-        vec![ToolEffect::CreateChild(child)],
-    ))
+    ToolOutcome::changed(text, next, vec![ToolEffect::CreateChild(child)])
 }
 
 fn set_participant_role(
