@@ -7,8 +7,12 @@ CARGO ?= cargo
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-test: ## Run every test suite (unit, property and integration)
-	$(CARGO) test --workspace --all-targets
+# The emulators run the tests in a private network namespace that reaches only loopback,
+# so everything is built first and the tests run offline.
+test: ## Every suite: unit, property, and the store contract on the embedded store, DynamoDB Local and LocalStack
+	$(CARGO) test --workspace --all-targets --no-run
+	localstack/dynamodb-local.sh run -- $(CARGO) test --workspace --all-targets --offline
+	localstack/localstack.sh run -- $(CARGO) test -p store-dynamodb --test contract --offline
 
 lint: ## cargo fmt --check and clippy with warnings denied
 	$(CARGO) fmt --all -- --check

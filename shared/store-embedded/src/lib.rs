@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use a2a::{Artifact, Message, StreamResponse, TaskState};
+use a2a::{Artifact, Message, TaskState};
 use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -19,7 +19,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTran
 use serde::{Deserialize, Serialize};
 use task_core::extension::Role;
 use task_core::lifecycle::TERMINAL;
-use task_store::limits;
+use task_store::limits::{self, EncodedChange};
 use task_store::{
     AuditEntry, Change, Committed, Conflict, InboxItem, InboxKey, InboxStore, Lease, LeaseStore,
     ListQuery, NewTask, PushConfig, PushConfigStore, StoreError, StoreResult, StoredEvent,
@@ -98,54 +98,6 @@ fn time_key(t: DateTime<Utc>) -> (i64, u32) {
 
 fn is_terminal(state: &TaskState) -> bool {
     TERMINAL.contains(state)
-}
-
-/// Encoded documents of one change, made before the write transaction opens so size errors
-/// never hold the writer.
-struct Encoded {
-    task: String,
-    events: Vec<String>,
-    history: Vec<String>,
-    artifacts: Vec<(String, String)>,
-    audit: Vec<(AuditEntry, String)>,
-}
-
-impl Encoded {
-    fn bytes(&self) -> usize {
-        self.task.len()
-            + self.events.iter().map(String::len).sum::<usize>()
-            + self.history.iter().map(String::len).sum::<usize>()
-            + self.artifacts.iter().map(|(_, a)| a.len()).sum::<usize>()
-            + self.audit.iter().map(|(_, a)| a.len()).sum::<usize>()
-    }
-}
-
-fn encode_documents(
-    record: &TaskRecord,
-    events: &[StreamResponse],
-    history: &[Message],
-    artifacts: &[Artifact],
-    audit: &[AuditEntry],
-) -> StoreResult<Encoded> {
-    Ok(Encoded {
-        task: limits::encode_task(record)?,
-        events: events
-            .iter()
-            .map(limits::encode_event)
-            .collect::<StoreResult<_>>()?,
-        history: history
-            .iter()
-            .map(limits::encode_message)
-            .collect::<StoreResult<_>>()?,
-        artifacts: artifacts
-            .iter()
-            .map(|a| Ok((a.artifact_id.clone(), limits::encode_artifact(a)?)))
-            .collect::<StoreResult<_>>()?,
-        audit: audit
-            .iter()
-            .map(|e| Ok((e.clone(), json(e)?)))
-            .collect::<StoreResult<_>>()?,
-    })
 }
 
 impl EmbeddedStore {
@@ -239,7 +191,7 @@ fn append_logs(
     txn: &WriteTransaction,
     task_id: &str,
     counters: &mut TaskCounters,
-    docs: &Encoded,
+    docs: &EncodedChange,
 ) -> StoreResult<Vec<u64>> {
     let mut seqs = Vec::with_capacity(docs.events.len());
     {
@@ -296,7 +248,11 @@ fn write_doc(txn: &WriteTransaction, doc: &TaskDoc) -> StoreResult<()> {
     Ok(())
 }
 
-fn apply_create(txn: &WriteTransaction, new: &NewTask, docs: &Encoded) -> StoreResult<Committed> {
+fn apply_create(
+    txn: &WriteTransaction,
+    new: &NewTask,
+    docs: &EncodedChange,
+) -> StoreResult<Committed> {
     let id = new.record.id.as_str();
     if read_task(txn, id)?.is_some() {
         return Err(Conflict::TaskExists(id.to_owned()).into());
@@ -323,7 +279,7 @@ fn apply_create(txn: &WriteTransaction, new: &NewTask, docs: &Encoded) -> StoreR
 fn apply_update(
     txn: &WriteTransaction,
     update: &TaskUpdate,
-    docs: &Encoded,
+    docs: &EncodedChange,
 ) -> StoreResult<Committed> {
     let id = update.task_id();
     let changed = || StoreError::from(Conflict::TaskChanged(id.to_owned()));
@@ -415,25 +371,8 @@ fn matches(query: &ListQuery, record: &TaskRecord) -> bool {
 #[async_trait]
 impl TaskStore for EmbeddedStore {
     async fn commit(&self, changes: Vec<Change>) -> StoreResult<Vec<Committed>> {
-        let mut encoded = Vec::with_capacity(changes.len());
-        for change in &changes {
-            encoded.push(match change {
-                Change::Create(new) => {
-                    encode_documents(&new.record, &new.events, &new.history, &[], &new.audit)?
-                }
-                Change::Update(update) => {
-                    let record = update.record.as_ref().unwrap_or(&update.base.record);
-                    encode_documents(
-                        record,
-                        &update.events,
-                        &update.history,
-                        &update.artifacts,
-                        &update.audit,
-                    )?
-                }
-            });
-        }
-        limits::check_commit_bytes(encoded.iter().map(Encoded::bytes).sum())?;
+        // Encoded before the write transaction opens, so size errors never hold the writer.
+        let encoded = limits::encode_changes(&changes)?;
         self.write(move |txn| {
             changes
                 .iter()

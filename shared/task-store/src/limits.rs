@@ -7,11 +7,13 @@
 //! refused with a message that names its largest part. The task document (extension, agent
 //! state, status) is one item, conditioned on by every write, so it has its own cap.
 
+use std::collections::HashSet;
+
 use a2a::{Artifact, Message, Part, StreamResponse};
 use serde::Serialize;
 
 use crate::error::{StoreError, StoreResult};
-use crate::model::TaskRecord;
+use crate::model::{AuditEntry, Change, TaskRecord};
 
 /// The largest piece of a document one item holds.
 pub const CHUNK_BYTES: usize = 256 * 1024;
@@ -126,6 +128,74 @@ pub fn check_commit_bytes(total: usize) -> StoreResult<()> {
         )));
     }
     Ok(())
+}
+
+/// The documents of one change, encoded and checked against the size rules.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedChange {
+    pub task: String,
+    pub events: Vec<String>,
+    pub history: Vec<String>,
+    /// (artifact id, artifact).
+    pub artifacts: Vec<(String, String)>,
+    pub audit: Vec<(AuditEntry, String)>,
+}
+
+impl EncodedChange {
+    fn bytes(&self) -> usize {
+        self.task.len()
+            + self.events.iter().map(String::len).sum::<usize>()
+            + self.history.iter().map(String::len).sum::<usize>()
+            + self.artifacts.iter().map(|(_, a)| a.len()).sum::<usize>()
+            + self.audit.iter().map(|(_, a)| a.len()).sum::<usize>()
+    }
+}
+
+/// Encodes every document of a commit, in change order, before anything is written: a task
+/// changed twice, a document over its cap or a commit over [`MAX_COMMIT_BYTES`] is refused
+/// here, the same way by every adapter.
+pub fn encode_changes(changes: &[Change]) -> StoreResult<Vec<EncodedChange>> {
+    let mut seen = HashSet::new();
+    let mut encoded = Vec::with_capacity(changes.len());
+    for change in changes {
+        if !seen.insert(change.task_id()) {
+            return Err(StoreError::Invalid(format!(
+                "a commit changes task {} twice",
+                change.task_id()
+            )));
+        }
+        let (record, events, history, artifacts, audit): (_, _, _, &[Artifact], _) = match change {
+            Change::Create(new) => (&new.record, &new.events, &new.history, &[], &new.audit),
+            Change::Update(update) => (
+                update.record.as_ref().unwrap_or(&update.base.record),
+                &update.events,
+                &update.history,
+                &update.artifacts,
+                &update.audit,
+            ),
+        };
+        encoded.push(EncodedChange {
+            task: encode_task(record)?,
+            events: events
+                .iter()
+                .map(encode_event)
+                .collect::<StoreResult<_>>()?,
+            history: history
+                .iter()
+                .map(encode_message)
+                .collect::<StoreResult<_>>()?,
+            artifacts: artifacts
+                .iter()
+                .map(|a| Ok((a.artifact_id.clone(), encode_artifact(a)?)))
+                .collect::<StoreResult<_>>()?,
+            audit: audit
+                .iter()
+                .map(|e| Ok((e.clone(), to_json(e)?)))
+                .collect::<StoreResult<_>>()?,
+        });
+    }
+    check_commit_bytes(encoded.iter().map(EncodedChange::bytes).sum())?;
+    Ok(encoded)
 }
 
 /// Splits a document into pieces of at most [`CHUNK_BYTES`], on character boundaries.

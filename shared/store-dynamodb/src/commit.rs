@@ -1,0 +1,747 @@
+//! Turning a commit's changes into one `TransactWriteItems`: the items in the order that
+//! makes the first failed condition the conflict the port names, each with its [`Guard`].
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Delete, DeleteRequest, Put, PutRequest, TransactWriteItem, WriteRequest,
+};
+use task_store::{
+    AuditEntry, Change, Committed, Conflict, InboxKey, NewTask, StoreError, StoreResult,
+    TaskCounters, TaskRecord, TaskUpdate,
+    limits::{self, EncodedChange},
+};
+
+use crate::error::{DynamoDbError, Guard};
+use crate::items::{self, Item, attr, key, n, s};
+use crate::keys;
+use crate::schema::{GSI1_PK, GSI1_SK, MAX_ITEM_BYTES, MAX_TRANSACTION_ITEMS, PK};
+
+/// A condition expression with its placeholders.
+#[derive(Debug, Clone, Default)]
+pub struct Condition {
+    pub expression: String,
+    pub names: HashMap<String, String>,
+    pub values: HashMap<String, AttributeValue>,
+}
+
+impl Condition {
+    pub fn new(expression: impl Into<String>) -> Self {
+        Condition {
+            expression: expression.into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn name(mut self, placeholder: &str, name: &str) -> Self {
+        self.names.insert(placeholder.to_owned(), name.to_owned());
+        self
+    }
+
+    pub fn value(mut self, placeholder: &str, value: AttributeValue) -> Self {
+        self.values.insert(placeholder.to_owned(), value);
+        self
+    }
+
+    pub fn not_exists() -> Self {
+        Condition::new("attribute_not_exists(#pk)").name("#pk", PK)
+    }
+
+    pub fn exists() -> Self {
+        Condition::new("attribute_exists(#pk)").name("#pk", PK)
+    }
+
+    fn values_or_none(&self) -> Option<HashMap<String, AttributeValue>> {
+        (!self.values.is_empty()).then(|| self.values.clone())
+    }
+}
+
+pub fn put(
+    table: &str,
+    item: Item,
+    condition: Option<&Condition>,
+) -> Result<TransactWriteItem, DynamoDbError> {
+    let mut put = Put::builder().table_name(table).set_item(Some(item));
+    if let Some(c) = condition {
+        put = put
+            .condition_expression(&c.expression)
+            .set_expression_attribute_names(Some(c.names.clone()))
+            .set_expression_attribute_values(c.values_or_none());
+    }
+    Ok(TransactWriteItem::builder().put(put.build()?).build())
+}
+
+pub fn delete(
+    table: &str,
+    key: Item,
+    condition: Option<&Condition>,
+) -> Result<TransactWriteItem, DynamoDbError> {
+    let mut delete = Delete::builder().table_name(table).set_key(Some(key));
+    if let Some(c) = condition {
+        delete = delete
+            .condition_expression(&c.expression)
+            .set_expression_attribute_names(Some(c.names.clone()))
+            .set_expression_attribute_values(c.values_or_none());
+    }
+    Ok(TransactWriteItem::builder().delete(delete.build()?).build())
+}
+
+/// A participant-index write. It rides in the transaction, or, when the transaction would
+/// exceed DynamoDB's item limit, in a `BatchWriteItem` right after it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IndexWrite {
+    Put(Item),
+    Delete(Item),
+}
+
+impl IndexWrite {
+    pub fn transact_item(&self, table: &str) -> Result<TransactWriteItem, DynamoDbError> {
+        match self {
+            IndexWrite::Put(item) => put(table, item.clone(), None),
+            IndexWrite::Delete(key) => delete(table, key.clone(), None),
+        }
+    }
+
+    pub fn write_request(&self) -> Result<WriteRequest, DynamoDbError> {
+        Ok(match self {
+            IndexWrite::Put(item) => WriteRequest::builder()
+                .put_request(PutRequest::builder().set_item(Some(item.clone())).build()?)
+                .build(),
+            IndexWrite::Delete(key) => WriteRequest::builder()
+                .delete_request(
+                    DeleteRequest::builder()
+                        .set_key(Some(key.clone()))
+                        .build()?,
+                )
+                .build(),
+        })
+    }
+}
+
+/// A commit ready to send.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// The transaction's items, each with the guard of its condition.
+    pub items: Vec<TransactWriteItem>,
+    pub guards: Vec<Guard>,
+    /// Participant-index writes: appended to the transaction when they fit, else written after.
+    pub index: Vec<IndexWrite>,
+    pub committed: Vec<Committed>,
+}
+
+impl Plan {
+    /// Moves the index writes into the transaction if everything fits in one; otherwise
+    /// leaves them for a follow-up batch. `TooLarge` if even the rest does not fit.
+    pub fn fit(&mut self, table: &str) -> StoreResult<()> {
+        let total = self.items.len() + self.index.len();
+        if total <= MAX_TRANSACTION_ITEMS {
+            for write in std::mem::take(&mut self.index) {
+                self.items.push(write.transact_item(table)?);
+                let task_id = index_task(&write).unwrap_or_default();
+                self.guards.push(Guard::Log {
+                    task_id,
+                    creating: false,
+                });
+            }
+            return Ok(());
+        }
+        if self.items.len() > MAX_TRANSACTION_ITEMS {
+            return Err(StoreError::TooLarge(format!(
+                "one write would take {} DynamoDB items (documents are stored in chunks of at most {} KiB), \
+                 over the {MAX_TRANSACTION_ITEMS} a transaction may take",
+                self.items.len(),
+                limits::CHUNK_BYTES / 1024
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn index_task(write: &IndexWrite) -> Option<String> {
+    let (IndexWrite::Put(item) | IndexWrite::Delete(item)) = write;
+    item.get(PK)
+        .and_then(|v| v.as_s().ok())
+        .and_then(|pk| pk.strip_prefix("TASK#"))
+        .map(str::to_owned)
+}
+
+/// The chunk-0 sort key of a consumed inbox item.
+pub fn inbox_head_sk(key: &InboxKey) -> StoreResult<String> {
+    Ok(keys::inbox_sk(
+        &keys::time(key.enqueued_at)?,
+        0,
+        &key.message_id,
+    ))
+}
+
+/// Keys of the chunk-0 items of every inbox item the commit consumes: their `chunks`
+/// attribute says which further items to delete.
+pub fn consumed_inbox_heads(changes: &[Change]) -> StoreResult<Vec<Item>> {
+    let mut heads = Vec::new();
+    for change in changes {
+        if let Change::Update(update) = change {
+            for consumed in &update.consume_inbox {
+                heads.push(key(
+                    keys::task_pk(update.task_id()),
+                    inbox_head_sk(consumed)?,
+                ));
+            }
+        }
+    }
+    Ok(heads)
+}
+
+/// (PK, chunk-0 SK) → the number of chunks of each consumed inbox item still there.
+pub type InboxChunks = HashMap<(String, String), usize>;
+
+/// Builds the transaction of a commit. `inbox_chunks` comes from reading the consumed inbox
+/// items' chunk-0 items ([`consumed_inbox_heads`]).
+pub fn plan(table: &str, changes: &[Change], inbox_chunks: &InboxChunks) -> StoreResult<Plan> {
+    let docs = limits::encode_changes(changes)?;
+    let mut plan = Plan::default();
+    for (change, docs) in changes.iter().zip(docs) {
+        match change {
+            Change::Create(new) => plan_create(table, &mut plan, new, docs)?,
+            Change::Update(update) => plan_update(table, &mut plan, update, docs, inbox_chunks)?,
+        }
+    }
+    Ok(plan)
+}
+
+struct Builder<'a> {
+    table: &'a str,
+    plan: &'a mut Plan,
+    task_id: &'a str,
+    pk: String,
+}
+
+impl Builder<'_> {
+    fn push(&mut self, item: TransactWriteItem, guard: Guard) {
+        self.plan.items.push(item);
+        self.plan.guards.push(guard);
+    }
+
+    fn task_item(&mut self, item: Item, condition: &Condition, guard: Guard) -> StoreResult<()> {
+        let size = items::approximate_size(&item);
+        if size > MAX_ITEM_BYTES {
+            return Err(StoreError::TooLarge(format!(
+                "task {} would be a {} KiB item (document, roles and artifact ids), over DynamoDB's 400 KiB",
+                self.task_id,
+                size / 1024
+            )));
+        }
+        let put = put(self.table, item, Some(condition))?;
+        self.push(put, guard);
+        Ok(())
+    }
+
+    fn message_ids(&mut self, ids: &[String]) -> StoreResult<()> {
+        let mut seen = HashSet::new();
+        for id in ids {
+            if !seen.insert(id.as_str()) {
+                // The second of two equal ids in one write is a repeat of the first.
+                return Err(Conflict::DuplicateMessage {
+                    task_id: self.task_id.to_owned(),
+                    message_id: id.clone(),
+                }
+                .into());
+            }
+            let item = put(
+                self.table,
+                key(&self.pk, keys::message_id_sk(id)),
+                Some(&Condition::not_exists()),
+            )?;
+            self.push(
+                item,
+                Guard::MessageId {
+                    task_id: self.task_id.to_owned(),
+                    message_id: id.clone(),
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Events get the next sequence numbers; returns them.
+    fn events(
+        &mut self,
+        first_seq: u64,
+        events: &[String],
+        creating: bool,
+    ) -> StoreResult<Vec<u64>> {
+        let mut seqs = Vec::with_capacity(events.len());
+        for (i, json) in events.iter().enumerate() {
+            let seq = first_seq + i as u64;
+            for item in items::chunk_items(&self.pk, |c| keys::event_sk(seq, c), json, None) {
+                let item = put(self.table, item, Some(&Condition::not_exists()))?;
+                self.push(
+                    item,
+                    Guard::Log {
+                        task_id: self.task_id.to_owned(),
+                        creating,
+                    },
+                );
+            }
+            seqs.push(seq);
+        }
+        Ok(seqs)
+    }
+
+    fn history(&mut self, first: u64, history: &[String], creating: bool) -> StoreResult<()> {
+        for (i, json) in history.iter().enumerate() {
+            let number = first + i as u64;
+            for item in items::chunk_items(&self.pk, |c| keys::history_sk(number, c), json, None) {
+                let item = put(self.table, item, Some(&Condition::not_exists()))?;
+                self.push(
+                    item,
+                    Guard::Log {
+                        task_id: self.task_id.to_owned(),
+                        creating,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Artifacts are keyed by the position their id first took in the task's artifact
+    /// list; a replaced one is rewritten in place, its chunks marked with the new version.
+    fn artifacts(
+        &mut self,
+        counters: &mut TaskCounters,
+        artifacts: Vec<(String, String)>,
+        version: u64,
+    ) -> StoreResult<()> {
+        // The last write of an id in one update wins (one transaction cannot write an item twice).
+        let mut latest: Vec<(String, String)> = Vec::new();
+        for (id, json) in artifacts {
+            match latest.iter_mut().find(|(seen, _)| *seen == id) {
+                Some(slot) => slot.1 = json,
+                None => latest.push((id, json)),
+            }
+        }
+        for (id, json) in latest {
+            let position = match counters.artifact_ids.iter().position(|a| *a == id) {
+                Some(p) => p,
+                None => {
+                    counters.artifact_ids.push(id);
+                    counters.artifact_ids.len() - 1
+                }
+            } as u64;
+            for item in items::chunk_items(
+                &self.pk,
+                |c| keys::artifact_sk(position, c),
+                &json,
+                Some(version),
+            ) {
+                let item = put(self.table, item, None)?;
+                self.push(
+                    item,
+                    Guard::Log {
+                        task_id: self.task_id.to_owned(),
+                        creating: false,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn audit(&mut self, audit: Vec<(AuditEntry, String)>, creating: bool) -> StoreResult<()> {
+        // Keyed by (time, message id): a later entry with both equal replaces the earlier.
+        let mut latest: Vec<(String, String)> = Vec::new();
+        for (entry, json) in audit {
+            let sk = keys::audit_sk(&keys::time(entry.at)?, &entry.message_id);
+            match latest.iter_mut().find(|(seen, _)| *seen == sk) {
+                Some(slot) => slot.1 = json,
+                None => latest.push((sk, json)),
+            }
+        }
+        for (sk, json) in latest {
+            if json.len() > limits::CHUNK_BYTES {
+                return Err(StoreError::TooLarge(format!(
+                    "an audit entry of task {} is {} KiB, over the {} KiB one may take",
+                    self.task_id,
+                    json.len() / 1024,
+                    limits::CHUNK_BYTES / 1024
+                )));
+            }
+            let mut item = key(&self.pk, sk);
+            item.insert(attr::DOC.into(), s(json));
+            let item = put(self.table, item, None)?;
+            self.push(
+                item,
+                Guard::Log {
+                    task_id: self.task_id.to_owned(),
+                    creating,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn index_put(&mut self, record: &TaskRecord, participant: &str) -> StoreResult<()> {
+        let status_time = keys::time(record.status.timestamp.unwrap_or_default())?;
+        let mut item = key(&self.pk, keys::participant_sk(participant));
+        item.insert(GSI1_PK.into(), s(keys::participant_partition(participant)));
+        item.insert(GSI1_SK.into(), s(keys::index_sk(&status_time, &record.id)));
+        item.insert(attr::CONTEXT.into(), s(record.context_id.clone()));
+        item.insert(attr::STATE.into(), s(items::state_name(record.state())?));
+        item.insert(attr::TASK.into(), s(record.id.clone()));
+        self.plan.index.push(IndexWrite::Put(item));
+        Ok(())
+    }
+
+    fn index_delete(&mut self, participant: &str) {
+        self.plan.index.push(IndexWrite::Delete(key(
+            &self.pk,
+            keys::participant_sk(participant),
+        )));
+    }
+}
+
+fn plan_create(
+    table: &str,
+    plan: &mut Plan,
+    new: &NewTask,
+    docs: EncodedChange,
+) -> StoreResult<()> {
+    let task_id = new.record.id.as_str();
+    let mut b = Builder {
+        table,
+        plan,
+        task_id,
+        pk: keys::task_pk(task_id),
+    };
+    let counters = TaskCounters {
+        events: docs.events.len() as u64,
+        history: docs.history.len() as u64,
+        artifact_ids: Vec::new(),
+    };
+    let item = items::task_item(&new.record, docs.task, 1, &counters)?;
+    b.task_item(
+        item,
+        &Condition::not_exists(),
+        Guard::NewTask(task_id.to_owned()),
+    )?;
+    b.message_ids(&new.message_ids)?;
+    let event_seqs = b.events(0, &docs.events, true)?;
+    b.history(0, &docs.history, true)?;
+    b.audit(docs.audit, true)?;
+    for participant in items::participants(&new.record) {
+        b.index_put(&new.record, participant)?;
+    }
+    b.plan.committed.push(Committed {
+        task_id: task_id.to_owned(),
+        version: 1,
+        event_seqs,
+    });
+    Ok(())
+}
+
+/// `version = :read`, plus the allowed states and the actor's role when asked.
+pub fn version_condition(update: &TaskUpdate) -> StoreResult<Condition> {
+    let mut c = Condition::new("#version = :read")
+        .name("#version", attr::VERSION)
+        .value(":read", n(update.base.version));
+    if !update.allowed_states.is_empty() {
+        let mut placeholders = Vec::with_capacity(update.allowed_states.len());
+        for (i, state) in update.allowed_states.iter().enumerate() {
+            let placeholder = format!(":state{i}");
+            c = c.value(&placeholder, s(items::state_name(state)?));
+            placeholders.push(placeholder);
+        }
+        c.expression
+            .push_str(&format!(" AND #state IN ({})", placeholders.join(", ")));
+        c = c.name("#state", attr::STATE);
+    }
+    if let Some((actor, role)) = &update.actor_role {
+        c.expression.push_str(" AND #roles.#actor = :role");
+        c = c
+            .name("#roles", attr::ROLES)
+            .name("#actor", actor)
+            .value(":role", s(role.as_str()));
+    }
+    Ok(c)
+}
+
+fn plan_update(
+    table: &str,
+    plan: &mut Plan,
+    update: &TaskUpdate,
+    docs: EncodedChange,
+    inbox_chunks: &InboxChunks,
+) -> StoreResult<()> {
+    let task_id = update.task_id();
+    let old = &update.base.record;
+    let record = update.record.as_ref().unwrap_or(old);
+    if record.id != task_id {
+        return Err(StoreError::Invalid(format!(
+            "an update of task {task_id} carries task {}",
+            record.id
+        )));
+    }
+    let version = update.base.version + 1;
+    let mut counters = update.base.counters.clone();
+    let mut b = Builder {
+        table,
+        plan,
+        task_id,
+        pk: keys::task_pk(task_id),
+    };
+
+    // The counters are final only after the artifacts took their positions; build those
+    // items first, then put the task item in front of them.
+    let start = b.plan.items.len();
+    let event_seqs = b.events(counters.events, &docs.events, false)?;
+    b.history(counters.history, &docs.history, false)?;
+    b.artifacts(&mut counters, docs.artifacts, version)?;
+    b.audit(docs.audit, false)?;
+    let logs: Vec<_> = b
+        .plan
+        .items
+        .drain(start..)
+        .zip(b.plan.guards.drain(start..))
+        .collect();
+    counters.events += docs.events.len() as u64;
+    counters.history += docs.history.len() as u64;
+
+    let item = items::task_item(record, docs.task, version, &counters)?;
+    b.task_item(
+        item,
+        &version_condition(update)?,
+        Guard::TaskVersion(task_id.to_owned()),
+    )?;
+    b.message_ids(&update.message_ids)?;
+    let mut consumed = HashSet::new();
+    for inbox_key in &update.consume_inbox {
+        let head = inbox_head_sk(inbox_key)?;
+        if !consumed.insert(head.clone()) {
+            // Consuming one item twice: the second finds it gone.
+            return Err(Conflict::InboxItemGone(task_id.to_owned()).into());
+        }
+        let at = keys::time(inbox_key.enqueued_at)?;
+        let count = inbox_chunks
+            .get(&(b.pk.clone(), head.clone()))
+            .copied()
+            .unwrap_or(1);
+        let item = delete(table, key(&b.pk, head), Some(&Condition::exists()))?;
+        b.push(item, Guard::InboxItem(task_id.to_owned()));
+        for chunk in 1..count {
+            let item = delete(
+                table,
+                key(&b.pk, keys::inbox_sk(&at, chunk, &inbox_key.message_id)),
+                None,
+            )?;
+            b.push(
+                item,
+                Guard::Log {
+                    task_id: task_id.to_owned(),
+                    creating: false,
+                },
+            );
+        }
+    }
+    for (item, guard) in logs {
+        b.push(item, guard);
+    }
+
+    if update.record.is_some() {
+        let before = items::participants(old);
+        let after = items::participants(record);
+        let moved = old.status.timestamp != record.status.timestamp
+            || old.state() != record.state()
+            || old.context_id != record.context_id;
+        for participant in &after {
+            if moved || !before.contains(participant) {
+                b.index_put(record, participant)?;
+            }
+        }
+        let gone: BTreeSet<&str> = before.difference(&after).copied().collect();
+        for participant in gone {
+            b.index_delete(participant);
+        }
+    }
+    b.plan.committed.push(Committed {
+        task_id: task_id.to_owned(),
+        version,
+        event_seqs,
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use a2a::{TaskState, TaskStatus};
+    use chrono::{TimeZone, Utc};
+    use task_core::extension::{Participant, ParticipantKind, Role, TaskExtension};
+    use task_store::StoredTask;
+
+    fn record(id: &str, participants: &[&str]) -> TaskRecord {
+        let mut extension = TaskExtension::new("t", "d");
+        extension.participants = participants
+            .iter()
+            .map(|p| Participant::new(*p, ParticipantKind::Human, Role::Watcher))
+            .collect();
+        TaskRecord {
+            id: id.into(),
+            context_id: "ctx".into(),
+            status: TaskStatus {
+                state: TaskState::Working,
+                message: None,
+                timestamp: Some(Utc.timestamp_opt(1_790_000_000, 0).unwrap()),
+            },
+            sub_state: None,
+            extension,
+            agent: Default::default(),
+        }
+    }
+
+    fn sort_keys(plan: &Plan) -> Vec<String> {
+        plan.items
+            .iter()
+            .map(|i| {
+                let item = i
+                    .put
+                    .as_ref()
+                    .map(|p| p.item.clone())
+                    .or_else(|| i.delete.as_ref().map(|d| d.key.clone()));
+                item.and_then(|m| m.get("SK").and_then(|v| v.as_s().ok()).cloned())
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_update_orders_task_item_message_ids_inbox_then_logs() {
+        let base = StoredTask {
+            record: record("t", &["a", "b"]),
+            version: 3,
+            counters: TaskCounters::default(),
+        };
+        let mut update = TaskUpdate::new(base.clone());
+        let mut moved = base.record.clone();
+        moved.status.state = TaskState::InputRequired;
+        moved.extension.participants.retain(|p| p.id != "b");
+        update.record = Some(moved);
+        update.message_ids = vec!["m-9".into()];
+        update.history = vec![a2a::Message::new(
+            a2a::Role::User,
+            vec![a2a::Part::text("hi")],
+        )];
+        let at = Utc.timestamp_opt(1_790_000_001, 0).unwrap();
+        update.consume_inbox = vec![InboxKey {
+            enqueued_at: at,
+            message_id: "m-5".into(),
+        }];
+        let head = inbox_head_sk(&update.consume_inbox[0]).unwrap();
+        let chunks = HashMap::from([(("TASK#t".to_owned(), head.clone()), 2)]);
+        let mut plan = plan("tasks", &[Change::Update(Box::new(update))], &chunks).unwrap();
+        plan.fit("tasks").unwrap();
+        let at = keys::time(at).unwrap();
+        assert_eq!(
+            sort_keys(&plan),
+            vec![
+                "TASK".to_owned(),
+                "MID#m-9".into(),
+                head,
+                keys::inbox_sk(&at, 1, "m-5"),
+                keys::history_sk(0, 0),
+                "PART#a".into(),
+                "PART#b".into(),
+            ]
+        );
+        assert_eq!(plan.guards[0], Guard::TaskVersion("t".into()));
+        assert_eq!(plan.guards[2], Guard::InboxItem("t".into()));
+        assert!(
+            plan.items[6].delete.is_some(),
+            "b left: its entry is deleted"
+        );
+        assert_eq!(
+            plan.committed,
+            vec![Committed {
+                task_id: "t".into(),
+                version: 4,
+                event_seqs: vec![]
+            }]
+        );
+    }
+
+    #[test]
+    fn conditions_name_the_version_states_and_role() {
+        let base = StoredTask {
+            record: record("t", &["ops"]),
+            version: 7,
+            counters: TaskCounters::default(),
+        };
+        let mut update = TaskUpdate::new(base);
+        update.allowed_states = vec![TaskState::Submitted, TaskState::Working];
+        update.actor_role = Some(("ops#1".into(), Role::Admin));
+        let c = version_condition(&update).unwrap();
+        assert_eq!(
+            c.expression,
+            "#version = :read AND #state IN (:state0, :state1) AND #roles.#actor = :role"
+        );
+        assert_eq!(c.names["#actor"], "ops#1");
+        assert_eq!(c.values[":state1"], s("TASK_STATE_WORKING"));
+        assert_eq!(c.values[":role"], s("admin"));
+        assert_eq!(c.values[":read"], n(7));
+    }
+
+    #[test]
+    fn index_writes_move_out_of_a_transaction_that_would_be_too_large() {
+        let participants: Vec<String> = (0..120).map(|i| format!("p{i}")).collect();
+        let refs: Vec<&str> = participants.iter().map(String::as_str).collect();
+        let new = NewTask::new(record("big", &refs));
+        let mut plan = plan("tasks", &[Change::Create(Box::new(new))], &HashMap::new()).unwrap();
+        plan.fit("tasks").unwrap();
+        assert_eq!((plan.items.len(), plan.index.len()), (1, 120));
+
+        let mut few = NewTask::new(record("small", &["a", "b", "c"]));
+        few.message_ids = vec!["m".into()];
+        let mut plan = plan_fn(vec![Change::Create(Box::new(few))]);
+        plan.fit("tasks").unwrap();
+        assert_eq!((plan.items.len(), plan.index.len()), (5, 0));
+
+        let base = StoredTask {
+            record: record("t", &["a"]),
+            version: 1,
+            counters: TaskCounters::default(),
+        };
+        let mut huge = TaskUpdate::new(base);
+        huge.history = (0..120)
+            .map(|i| a2a::Message::new(a2a::Role::User, vec![a2a::Part::text(format!("{i}"))]))
+            .collect();
+        let mut plan = plan_fn(vec![Change::Update(Box::new(huge))]);
+        assert!(matches!(plan.fit("tasks"), Err(StoreError::TooLarge(_))));
+    }
+
+    fn plan_fn(changes: Vec<Change>) -> Plan {
+        plan("tasks", &changes, &HashMap::new()).unwrap()
+    }
+
+    #[test]
+    fn repeated_ids_in_one_write_conflict_like_the_embedded_store() {
+        let base = StoredTask {
+            record: record("t", &["a"]),
+            version: 1,
+            counters: TaskCounters::default(),
+        };
+        let mut twice = TaskUpdate::new(base.clone());
+        twice.message_ids = vec!["m".into(), "m".into()];
+        let err = plan("tasks", &[Change::Update(Box::new(twice))], &HashMap::new()).unwrap_err();
+        assert!(
+            matches!(err, StoreError::Conflict(Conflict::DuplicateMessage { .. })),
+            "{err:?}"
+        );
+        let both = vec![
+            Change::Update(Box::new(TaskUpdate::new(base.clone()))),
+            Change::Update(Box::new(TaskUpdate::new(base))),
+        ];
+        assert!(matches!(
+            plan("tasks", &both, &HashMap::new()),
+            Err(StoreError::Invalid(_))
+        ));
+    }
+}

@@ -1,0 +1,68 @@
+//! The table's shape as the adapter uses it: key attributes, indexes, TTL attribute.
+//!
+//! `infra/template.yaml` (resource `TasksTable`) defines the table; a test checks that the
+//! template declares exactly these names, so the two cannot drift apart.
+
+/// Partition key of the table (string).
+pub const PK: &str = "PK";
+/// Sort key of the table (string).
+pub const SK: &str = "SK";
+
+/// The participant index: a participant's tasks, newest status first.
+pub const GSI1: &str = "GSI1";
+/// `PART#<participant>`.
+pub const GSI1_PK: &str = "GSI1PK";
+/// `<status timestamp, fixed width>#<task id>`.
+pub const GSI1_SK: &str = "GSI1SK";
+
+/// The lease index (sparse: only lease items carry its keys): leases by expiry.
+pub const GSI2: &str = "GSI2";
+/// Always [`LEASE_PARTITION`].
+pub const GSI2_PK: &str = "GSI2PK";
+/// `<expiry in epoch milliseconds, 20 digits>#<task id>`.
+pub const GSI2_SK: &str = "GSI2SK";
+
+/// The TTL attribute (epoch seconds); only lease items carry it.
+pub const TTL: &str = "ttl";
+
+/// The one GSI2 partition every lease lives in.
+pub const LEASE_PARTITION: &str = "LEASE";
+
+/// The logical id of the table resource in `infra/template.yaml`.
+pub const TEMPLATE_RESOURCE: &str = "TasksTable";
+
+/// Every key attribute (all strings), as `AttributeDefinitions` must list them.
+pub const KEY_ATTRIBUTES: [&str; 6] = [PK, SK, GSI1_PK, GSI1_SK, GSI2_PK, GSI2_SK];
+
+/// An index: its name, partition and sort key, and projection type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexShape {
+    pub name: &'static str,
+    pub partition_key: &'static str,
+    pub sort_key: &'static str,
+    /// `ALL` or `KEYS_ONLY`.
+    pub projection: &'static str,
+}
+
+/// The global secondary indexes the adapter queries.
+pub const INDEXES: [IndexShape; 2] = [
+    // ListTasks filters on context and state and reads the task id: ALL keeps it one query.
+    IndexShape {
+        name: GSI1,
+        partition_key: GSI1_PK,
+        sort_key: GSI1_SK,
+        projection: "ALL",
+    },
+    // The sweeper needs only the task id, which is in the keys.
+    IndexShape {
+        name: GSI2,
+        partition_key: GSI2_PK,
+        sort_key: GSI2_SK,
+        projection: "KEYS_ONLY",
+    },
+];
+
+/// DynamoDB's limit on the items of one `TransactWriteItems`.
+pub const MAX_TRANSACTION_ITEMS: usize = 100;
+/// DynamoDB's item size limit (bytes, names and values).
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
