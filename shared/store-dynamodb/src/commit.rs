@@ -424,7 +424,22 @@ fn plan_create(
         &Condition::not_exists(),
         Guard::NewTask(task_id.to_owned()),
     )?;
-    b.message_ids(&new.message_ids)?;
+    // Queued messages record their ids like any other, in the same duplicate check.
+    let inbox_ids = new.inbox.iter().map(|item| item.key.message_id.clone());
+    let ids: Vec<String> = new.message_ids.iter().cloned().chain(inbox_ids).collect();
+    b.message_ids(&ids)?;
+    for (item, json) in new.inbox.iter().zip(&docs.inbox) {
+        for chunk in crate::inbox::inbox_chunks(&b.pk, item, json)? {
+            let write = put(b.table, chunk, None)?;
+            b.push(
+                write,
+                Guard::Log {
+                    task_id: task_id.to_owned(),
+                    creating: true,
+                },
+            );
+        }
+    }
     let event_seqs = b.events(0, &docs.events, true)?;
     b.history(0, &docs.history, true)?;
     b.audit(docs.audit, true)?;

@@ -21,6 +21,25 @@ use crate::{CHECK_ATTEMPTS, DynamoDbStore};
 
 /// The check that the task exists and is not in a terminal state. On failure DynamoDB
 /// returns the task item (if any), which tells "no such task" from "terminal".
+/// The items of one queued message (`json`: its encoded message), chunk 0 first.
+pub(crate) fn inbox_chunks(
+    pk: &str,
+    item: &InboxItem,
+    json: &str,
+) -> StoreResult<Vec<items::Item>> {
+    let at = keys::time(item.key.enqueued_at)?;
+    let message_id = &item.key.message_id;
+    let mut chunks = items::chunk_items(pk, |c| keys::inbox_sk(&at, c, message_id), json, None);
+    for (i, chunk) in chunks.iter_mut().enumerate() {
+        chunk.insert(attr::AT.into(), s(at.clone()));
+        chunk.insert(attr::MESSAGE_ID.into(), s(message_id.clone()));
+        if i == 0 {
+            chunk.insert(attr::SENDER.into(), s(item.sender.clone()));
+        }
+    }
+    Ok(chunks)
+}
+
 fn task_open(table: &str, task_id: &str) -> StoreResult<TransactWriteItem> {
     let mut condition = Condition::exists().name("#state", attr::STATE);
     let mut placeholders = Vec::new();
@@ -59,7 +78,6 @@ impl InboxStore for DynamoDbStore {
         // The message's JSON, refused over the size cap like any stored message.
         let json = limits::encode_message(&item.message)?;
         let pk = keys::task_pk(task_id);
-        let at = keys::time(item.key.enqueued_at)?;
         let message_id = &item.key.message_id;
         let mut writes = vec![task_open(&self.table, task_id)?];
         let mut guards = vec![Guard::TaskOpen(task_id.to_owned())];
@@ -72,16 +90,7 @@ impl InboxStore for DynamoDbStore {
             task_id: task_id.to_owned(),
             message_id: message_id.clone(),
         });
-        for (i, mut chunk) in
-            items::chunk_items(&pk, |c| keys::inbox_sk(&at, c, message_id), &json, None)
-                .into_iter()
-                .enumerate()
-        {
-            chunk.insert(attr::AT.into(), s(at.clone()));
-            chunk.insert(attr::MESSAGE_ID.into(), s(message_id.clone()));
-            if i == 0 {
-                chunk.insert(attr::SENDER.into(), s(item.sender.clone()));
-            }
+        for chunk in inbox_chunks(&pk, &item, &json)? {
             writes.push(commit::put(&self.table, chunk, None)?);
             guards.push(Guard::Log {
                 task_id: task_id.to_owned(),

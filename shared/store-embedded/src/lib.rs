@@ -239,6 +239,24 @@ fn append_logs(
     Ok(seqs)
 }
 
+/// Records the item's message id and queues it.
+fn queue(txn: &WriteTransaction, task_id: &str, item: &InboxItem) -> StoreResult<()> {
+    record_message_ids(txn, task_id, std::slice::from_ref(&item.key.message_id))?;
+    let doc = json(&InboxDoc {
+        sender: item.sender.clone(),
+        message: item.message.clone(),
+    })?;
+    let (secs, nanos) = time_key(item.key.enqueued_at);
+    let mut inbox = txn.open_table(INBOX).map_err(backend)?;
+    inbox
+        .insert(
+            (task_id, secs, nanos, item.key.message_id.as_str()),
+            doc.as_str(),
+        )
+        .map_err(backend)?;
+    Ok(())
+}
+
 fn write_doc(txn: &WriteTransaction, doc: &TaskDoc) -> StoreResult<()> {
     let text = json(doc)?;
     let mut tasks = txn.open_table(TASKS).map_err(backend)?;
@@ -258,6 +276,9 @@ fn apply_create(
         return Err(Conflict::TaskExists(id.to_owned()).into());
     }
     record_message_ids(txn, id, &new.message_ids)?;
+    for item in &new.inbox {
+        queue(txn, id, item)?;
+    }
     let mut counters = TaskCounters::default();
     let seqs = append_logs(txn, id, &mut counters, docs)?;
     write_doc(
@@ -552,10 +573,6 @@ impl TaskStore for EmbeddedStore {
 impl InboxStore for EmbeddedStore {
     async fn enqueue(&self, task_id: &str, item: InboxItem) -> StoreResult<()> {
         let id = task_id.to_owned();
-        let doc = json(&InboxDoc {
-            sender: item.sender.clone(),
-            message: item.message.clone(),
-        })?;
         limits::encode_message(&item.message)?;
         self.write(move |txn| {
             let task =
@@ -563,16 +580,7 @@ impl InboxStore for EmbeddedStore {
             if is_terminal(task.record.state()) {
                 return Err(Conflict::TaskTerminal(id.clone()).into());
             }
-            record_message_ids(txn, &id, std::slice::from_ref(&item.key.message_id))?;
-            let (secs, nanos) = time_key(item.key.enqueued_at);
-            let mut inbox = txn.open_table(INBOX).map_err(backend)?;
-            inbox
-                .insert(
-                    (id.as_str(), secs, nanos, item.key.message_id.as_str()),
-                    doc.as_str(),
-                )
-                .map_err(backend)?;
-            Ok(())
+            queue(txn, &id, &item)
         })
         .await
     }

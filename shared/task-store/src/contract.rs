@@ -29,7 +29,7 @@ macro_rules! contract_suite {
             create_then_get, create_conflicts_when_the_task_exists, update_needs_the_version_it_read,
             update_checks_the_allowed_states, update_checks_the_actors_role, events_are_gapless_and_readable_from_a_seq,
             message_ids_are_deduplicated, history_reads_all_or_the_newest, documents_over_the_cap_are_refused,
-            artifacts_keep_their_first_order, a_multi_task_commit_is_atomic, list_is_scoped_ordered_filtered_and_paged,
+            artifacts_keep_their_first_order, a_multi_task_commit_is_atomic, a_task_is_created_with_its_first_message_queued, list_is_scoped_ordered_filtered_and_paged,
             list_follows_participant_and_status_changes, push_configs, leases, inbox, audit_log,
             a_long_conversation_is_stored_intact, concurrent_updates_lose_nothing, one_winner_per_conflicting_pair,
             concurrent_role_changes_have_one_winner, concurrent_lease_acquisition_has_one_winner);
@@ -656,6 +656,57 @@ pub async fn a_multi_task_commit_is_atomic(store: Arc<dyn Store>) {
         store.get("p").await.expect("get").expect("exists").version,
         now.version
     );
+}
+
+pub async fn a_task_is_created_with_its_first_message_queued(store: Arc<dyn Store>) {
+    let rec = record("t-1", "ctx", TEAM, TaskState::Submitted, at(0));
+    let first = InboxItem {
+        key: InboxKey {
+            enqueued_at: at(0),
+            message_id: "m-1".into(),
+        },
+        sender: "alice".into(),
+        message: user_message("m-1", &"é".repeat(300 * 1024)),
+    };
+    let mut new = NewTask::new(rec.clone());
+    new.events.push(snapshot(&rec));
+    new.inbox.push(first.clone());
+    store
+        .commit(vec![Change::Create(Box::new(new))])
+        .await
+        .expect("create");
+    assert_eq!(
+        store.inbox("t-1").await.expect("inbox"),
+        vec![first.clone()]
+    );
+    // Its id was recorded like an enqueued message's.
+    let again = InboxItem {
+        key: InboxKey {
+            enqueued_at: at(1),
+            message_id: "m-1".into(),
+        },
+        ..first.clone()
+    };
+    assert_eq!(
+        conflict(store.enqueue("t-1", again).await),
+        Conflict::DuplicateMessage {
+            task_id: "t-1".into(),
+            message_id: "m-1".into()
+        }
+    );
+    // An id both listed and queued is a repeat within the creation: nothing is written.
+    let rec2 = record("t-2", "ctx", TEAM, TaskState::Submitted, at(0));
+    let mut twice = NewTask::new(rec2);
+    twice.message_ids.push("m-1".into());
+    twice.inbox.push(first);
+    assert_eq!(
+        conflict(store.commit(vec![Change::Create(Box::new(twice))]).await),
+        Conflict::DuplicateMessage {
+            task_id: "t-2".into(),
+            message_id: "m-1".into()
+        }
+    );
+    assert!(store.get("t-2").await.expect("get").is_none());
 }
 
 async fn list_ids(store: &dyn Store, who: &str, query: &ListQuery) -> (Vec<String>, String, usize) {

@@ -139,11 +139,14 @@ pub struct EncodedChange {
     /// (artifact id, artifact).
     pub artifacts: Vec<(String, String)>,
     pub audit: Vec<(AuditEntry, String)>,
+    /// The messages of a creation's inbox items, in order.
+    pub inbox: Vec<String>,
 }
 
 impl EncodedChange {
     fn bytes(&self) -> usize {
-        self.task.len()
+        self.inbox.iter().map(String::len).sum::<usize>()
+            + self.task.len()
             + self.events.iter().map(String::len).sum::<usize>()
             + self.history.iter().map(String::len).sum::<usize>()
             + self.artifacts.iter().map(|(_, a)| a.len()).sum::<usize>()
@@ -164,6 +167,10 @@ pub fn encode_changes(changes: &[Change]) -> StoreResult<Vec<EncodedChange>> {
                 change.task_id()
             )));
         }
+        let inbox: &[_] = match change {
+            Change::Create(new) => &new.inbox,
+            Change::Update(_) => &[],
+        };
         let (record, events, history, artifacts, audit): (_, _, _, &[Artifact], _) = match change {
             Change::Create(new) => (&new.record, &new.events, &new.history, &[], &new.audit),
             Change::Update(update) => (
@@ -191,6 +198,10 @@ pub fn encode_changes(changes: &[Change]) -> StoreResult<Vec<EncodedChange>> {
             audit: audit
                 .iter()
                 .map(|e| Ok((e.clone(), to_json(e)?)))
+                .collect::<StoreResult<_>>()?,
+            inbox: inbox
+                .iter()
+                .map(|item| encode_message(&item.message))
                 .collect::<StoreResult<_>>()?,
         });
     }

@@ -140,8 +140,11 @@ pub struct NewTask {
     /// The log's first entries; the first is usually the task as created (seq 0).
     pub events: Vec<StreamResponse>,
     pub history: Vec<Message>,
-    /// Message ids to record for de-duplication (the creating message's).
+    /// Message ids to record for de-duplication.
     pub message_ids: Vec<String>,
+    /// Messages queued for the task's runner, exactly as `enqueue` queues them (their message
+    /// ids are recorded too), so a task and its first message are written together.
+    pub inbox: Vec<InboxItem>,
     pub audit: Vec<AuditEntry>,
 }
 
@@ -152,12 +155,13 @@ impl NewTask {
             events: Vec::new(),
             history: Vec::new(),
             message_ids: Vec::new(),
+            inbox: Vec::new(),
             audit: Vec::new(),
         }
     }
 }
 
-/// A change to an existing task, applied only if [`Expect`] holds.
+/// A change to an existing task, applied only if its expectations hold.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskUpdate {
     /// The task as the caller read it: its id, version and counters.

@@ -1,0 +1,31 @@
+//! The service layer's one error enum. Each variant is one A2A error; the protocol binding
+//! maps them to JSON-RPC codes and HTTP statuses in one place. `Internal` never carries text
+//! to the client: its detail is logged where it happens.
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError {
+    /// -32602: the request is malformed or refused as a whole (bad envelope, no participant…).
+    #[error("{0}")]
+    InvalidParams(String),
+    /// -32001: no such task, or the caller may not see it (indistinguishable by design).
+    #[error("task not found: {0}")]
+    TaskNotFound(String),
+    /// -32002.
+    #[error("{0}")]
+    TaskNotCancelable(String),
+    /// -32004: e.g. a message to a terminal task, an unknown extension.
+    #[error("{0}")]
+    UnsupportedOperation(String),
+    /// -32005: a part whose media type the agent does not accept.
+    #[error("{0}")]
+    ContentTypeNotSupported(String),
+    /// -32007.
+    #[error("the extended agent card is not configured")]
+    ExtendedCardNotConfigured,
+    /// -32603: a failure of ours; the text a client sees is only "internal error".
+    #[error("internal error")]
+    Internal,
+    /// The storage backend is unavailable or throttled beyond retries (-32603, HTTP 503).
+    #[error("the service is temporarily unavailable")]
+    Unavailable,
+}
