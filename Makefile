@@ -2,10 +2,13 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help test lint bench
+.PHONY: help run test lint bench
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+run: ## Run the service locally on http://127.0.0.1:8080 (embedded store in ./data; Ctrl-C stops it)
+	$(CARGO) run -p local-server --bin tiny-harness -- $(ARGS)
 
 # The emulators run the tests in a private network namespace that reaches only loopback,
 # so everything is built first and the tests run offline.

@@ -2,10 +2,11 @@
 //! body, and the errors. The protocol bindings (JSON-RPC, REST, SSE) call only this.
 
 use a2a::{
-    AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
-    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
-    ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest,
-    SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
+    AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse,
+    SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
 };
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -35,8 +36,11 @@ pub trait A2aApi: Send + Sync {
     /// The public agent card (served at `/.well-known/agent-card.json`).
     fn agent_card(&self) -> &AgentCard;
 
-    async fn send_message(&self, ctx: &RequestContext, req: SendMessageRequest)
-    -> Result<SendMessageResponse, ServiceError>;
+    async fn send_message(
+        &self,
+        ctx: &RequestContext,
+        req: SendMessageRequest,
+    ) -> Result<SendMessageResponse, ServiceError>;
 
     /// The stream's first event is the task (or the one refusal status update).
     async fn send_streaming_message(
@@ -45,11 +49,23 @@ pub trait A2aApi: Send + Sync {
         req: SendMessageRequest,
     ) -> Result<EventStream, ServiceError>;
 
-    async fn get_task(&self, ctx: &RequestContext, req: GetTaskRequest) -> Result<Task, ServiceError>;
+    async fn get_task(
+        &self,
+        ctx: &RequestContext,
+        req: GetTaskRequest,
+    ) -> Result<Task, ServiceError>;
 
-    async fn list_tasks(&self, ctx: &RequestContext, req: ListTasksRequest) -> Result<ListTasksResponse, ServiceError>;
+    async fn list_tasks(
+        &self,
+        ctx: &RequestContext,
+        req: ListTasksRequest,
+    ) -> Result<ListTasksResponse, ServiceError>;
 
-    async fn cancel_task(&self, ctx: &RequestContext, req: CancelTaskRequest) -> Result<Task, ServiceError>;
+    async fn cancel_task(
+        &self,
+        ctx: &RequestContext,
+        req: CancelTaskRequest,
+    ) -> Result<Task, ServiceError>;
 
     /// The stream's first event is the current task.
     async fn subscribe_to_task(

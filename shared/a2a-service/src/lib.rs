@@ -1,7 +1,19 @@
 //! The A2A use cases of the service, over the domain core and the store.
 
 pub mod api;
+pub mod card;
+pub mod config;
 pub mod error;
+pub mod identity;
+pub mod listener;
+pub mod push;
+pub mod runner;
+pub mod service;
+pub mod view;
 
 pub use api::{A2aApi, EventStream, RequestContext};
+pub use config::ServiceConfig;
 pub use error::ServiceError;
+pub use listener::EventListener;
+pub use runner::{Agent, EchoAgent, Runner};
+pub use service::Service;

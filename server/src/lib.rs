@@ -1,0 +1,195 @@
+//! The local server: configuration, the store it opens, and the HTTP listener that mounts
+//! the protocol bindings (`a2a-http`) over the service (`a2a-service`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_http::{Body, Caller, HttpConfig};
+use a2a_service::push::{PushDispatcher, PushOptions, PushSender, WebhookPolicy};
+use a2a_service::{EchoAgent, EventListener, Service, ServiceConfig};
+use anyhow::Context;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use clap::{Parser, ValueEnum};
+use http_body_util::BodyExt;
+use store_dynamodb::DynamoDbStore;
+use store_embedded::EmbeddedStore;
+use task_store::Store;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tracing::info;
+
+/// The largest request body accepted (a message may hold up to 1 MiB of parts; JSON and
+/// base64 add to that).
+const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreKind {
+    /// One crash-safe file under `--data-dir` (no AWS account needed).
+    Embedded,
+    /// The DynamoDB table `--table`; the endpoint and credentials come from the standard AWS
+    /// environment (`AWS_ENDPOINT_URL_DYNAMODB` for DynamoDB Local).
+    Dynamodb,
+}
+
+/// The service on one machine.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "tiny-harness", version, about)]
+pub struct Options {
+    /// Address to listen on (port 0 picks a free one).
+    #[arg(long, env = "TH_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// The public base URL the agent card advertises (default: http://<listen address>).
+    #[arg(long, env = "TH_BASE_URL")]
+    pub base_url: Option<String>,
+    #[arg(long, env = "TH_STORE", value_enum, default_value = "embedded")]
+    pub store: StoreKind,
+    /// Where the embedded store keeps its file.
+    #[arg(long, env = "TH_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// The DynamoDB table (with `--store dynamodb`).
+    #[arg(long, env = "TABLE_NAME")]
+    pub table: Option<String>,
+    /// The participant that plain A2A clients (which assert none) act as.
+    #[arg(long, env = "TH_DEFAULT_PARTICIPANT")]
+    pub default_participant: Option<String>,
+    /// Allow push webhooks to private, loopback and link-local addresses (tests, local use).
+    #[arg(long, env = "TH_ALLOW_PRIVATE_WEBHOOKS")]
+    pub allow_private_webhooks: bool,
+    /// The agent's participant id.
+    #[arg(long, env = "TH_AGENT_ID", default_value = "tiny-harness")]
+    pub agent_id: String,
+}
+
+pub struct Server {
+    base_url: String,
+    serve: JoinHandle<()>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    push: Arc<PushDispatcher>,
+}
+
+struct App {
+    service: Service,
+    http: HttpConfig,
+}
+
+async fn open_store(options: &Options) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(match options.store {
+        StoreKind::Embedded => {
+            std::fs::create_dir_all(&options.data_dir)
+                .with_context(|| format!("creating {}", options.data_dir.display()))?;
+            let path = options.data_dir.join("tasks.redb");
+            Arc::new(
+                EmbeddedStore::open(&path)
+                    .with_context(|| format!("opening {}", path.display()))?,
+            )
+        }
+        StoreKind::Dynamodb => {
+            let table = options
+                .table
+                .clone()
+                .context("--store dynamodb needs --table (or TABLE_NAME)")?;
+            Arc::new(DynamoDbStore::from_env(table).await)
+        }
+    })
+}
+
+impl Server {
+    /// Opens the store, binds the listener and serves until [`Server::shutdown`].
+    pub async fn start(options: Options) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(options.listen)
+            .await
+            .with_context(|| format!("binding {}", options.listen))?;
+        let addr = listener.local_addr()?;
+        let base_url = options
+            .base_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}"));
+        let store = open_store(&options).await?;
+
+        // Deliveries apply the same webhook policy as config creation.
+        let policy = WebhookPolicy {
+            allow_private: options.allow_private_webhooks,
+        };
+        let sender = PushSender::new(PushOptions {
+            policy,
+            ..PushOptions::default()
+        })
+        .map_err(|e| anyhow::anyhow!("push client: {e}"))?;
+        let push = Arc::new(
+            PushDispatcher::new(store.clone(), Arc::new(sender))
+                .map_err(|_| anyhow::anyhow!("no tokio runtime"))?,
+        );
+        let mut config = ServiceConfig::local(base_url.clone());
+        config.agent_id = options.agent_id.clone();
+        config.default_participant = options.default_participant.clone();
+        config.allow_private_webhooks = options.allow_private_webhooks;
+        let listener_hook: Arc<dyn EventListener> = push.clone();
+        let service = Service::new(store, config, Arc::new(EchoAgent), Some(listener_hook));
+        let app = Arc::new(App {
+            service,
+            http: HttpConfig::default(),
+        });
+
+        let router = axum::Router::new().fallback(serve_request).with_state(app);
+        let (shutdown, mut stop) = tokio::sync::watch::channel(false);
+        let serve = tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            if let Err(err) = axum::serve(listener, router)
+                .with_graceful_shutdown(stopped)
+                .await
+            {
+                tracing::error!(%err, "server stopped");
+            }
+        });
+        info!(%base_url, store = ?options.store, "serving A2A");
+        Ok(Self {
+            base_url,
+            serve,
+            shutdown,
+            push,
+        })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// Stops accepting, lets open requests finish (bounded), drains push deliveries.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.serve).await;
+        self.push.shutdown(Duration::from_secs(5)).await;
+    }
+}
+
+/// Every request goes to the bindings, which route it.
+async fn serve_request(State(app): State<Arc<App>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let bytes: Bytes = match http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            return Response::builder()
+                .status(http::StatusCode::PAYLOAD_TOO_LARGE)
+                .header(http::header::CONTENT_TYPE, "text/plain")
+                .body(axum::body::Body::from("request too large"))
+                .unwrap_or_default();
+        }
+    };
+    let response = a2a_http::handle(
+        &app.service,
+        &app.http,
+        http::Request::from_parts(parts, bytes),
+        Caller::anonymous(),
+    )
+    .await;
+    response.map(|body: Body| axum::body::Body::new(body))
+}

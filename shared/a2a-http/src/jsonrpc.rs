@@ -1,0 +1,155 @@
+//! The JSON-RPC 2.0 binding (A2A §9): one POST endpoint, the method in the body.
+//!
+//! Why the order of checks: the request `Content-Type` is checked before the body is parsed (a
+//! `text/plain` body must get -32005, not -32700; TCK gotcha 4); the envelope is read next so
+//! that every later error echoes the request's `id`; then the common preflight (version,
+//! extensions, capabilities), the parameters, the service. Every answer is HTTP 200 — an error
+//! is a JSON-RPC error object — except a wrong HTTP method on the endpoint (405).
+
+use a2a::JsonRpcId;
+use a2a_service::A2aApi;
+use bytes::Bytes;
+use http::{Method as HttpMethod, Request, Response};
+use serde_json::{Map, Value};
+
+use crate::body::Body;
+use crate::error::{ErrorKind, ProtocolError};
+use crate::ops::{self, Method, Outcome};
+use crate::sse::{self, Framing};
+use crate::{Caller, HttpConfig, headers, params, reply};
+
+/// A valid request envelope.
+struct Envelope {
+    id: JsonRpcId,
+    method: String,
+    params: Map<String, Value>,
+}
+
+/// Reads the JSON-RPC 2.0 envelope. Errors carry the id when it could be read.
+fn envelope(value: Value) -> Result<Envelope, (JsonRpcId, ProtocolError)> {
+    let invalid =
+        |id: JsonRpcId, message: &str| (id, ProtocolError::new(ErrorKind::InvalidRequest, message));
+    let mut obj = match value {
+        Value::Object(obj) => obj,
+        Value::Array(_) => {
+            return Err(invalid(JsonRpcId::Null, "batch requests are not supported"));
+        }
+        _ => {
+            return Err(invalid(
+                JsonRpcId::Null,
+                "a JSON-RPC request must be a JSON object",
+            ));
+        }
+    };
+    // An absent id (a notification) is answered anyway, with id null, as HTTP needs a response.
+    let id = match obj.remove("id") {
+        None | Some(Value::Null) => JsonRpcId::Null,
+        Some(Value::String(s)) => JsonRpcId::String(s),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(n) => JsonRpcId::Number(n),
+            None => {
+                return Err(invalid(
+                    JsonRpcId::Null,
+                    "id must be a string, an integer or null",
+                ));
+            }
+        },
+        Some(_) => {
+            return Err(invalid(
+                JsonRpcId::Null,
+                "id must be a string, an integer or null",
+            ));
+        }
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid(id, "jsonrpc must be \"2.0\""));
+    }
+    let method = match obj.remove("method") {
+        Some(Value::String(method)) => method,
+        _ => return Err(invalid(id, "method must be a string")),
+    };
+    let params = match obj.remove("params") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(params)) => params,
+        Some(_) => {
+            return Err((
+                id,
+                ProtocolError::invalid_field("params", "must be an object (by-name parameters)"),
+            ));
+        }
+    };
+    Ok(Envelope { id, method, params })
+}
+
+pub(crate) async fn handle(
+    api: &dyn A2aApi,
+    config: &HttpConfig,
+    req: Request<Bytes>,
+    caller: &Caller,
+) -> Response<Body> {
+    if req.method() != HttpMethod::POST {
+        return reply::method_not_allowed(
+            &ProtocolError::new(ErrorKind::MethodNotAllowed, "JSON-RPC requests are POSTed"),
+            "POST",
+        );
+    }
+    if !headers::is_json_content_type(req.headers()) {
+        let content_type = headers::content_type(req.headers());
+        return reply::rpc_error(
+            JsonRpcId::Null,
+            &ProtocolError::request_content_type(content_type.as_deref()),
+        );
+    }
+    let value: Value = match serde_json::from_slice(req.body()) {
+        Ok(value) => value,
+        Err(e) => {
+            let err =
+                ProtocolError::new(ErrorKind::ParseError, format!("invalid JSON payload: {e}"));
+            return reply::rpc_error(JsonRpcId::Null, &err);
+        }
+    };
+    let Envelope { id, method, params } = match envelope(value) {
+        Ok(envelope) => envelope,
+        Err((id, err)) => return reply::rpc_error(id, &err),
+    };
+    let Some(method) = Method::from_jsonrpc(&method) else {
+        let err = ProtocolError::new(
+            ErrorKind::MethodNotFound,
+            format!("method not found: {method}"),
+        )
+        .with_metadata("method", method);
+        return reply::rpc_error(id, &err);
+    };
+    let ctx = match ops::preflight(
+        api.agent_card(),
+        method,
+        req.headers(),
+        req.uri().query(),
+        caller,
+    ) {
+        Ok(ctx) => ctx,
+        Err(err) => return reply::rpc_error(id, &err),
+    };
+    let resp = match call(api, config, &ctx, method, &params, id.clone()).await {
+        Ok(resp) => resp,
+        Err(err) => reply::rpc_error(id, &err),
+    };
+    reply::with_extensions(resp, &ctx.extensions)
+}
+
+async fn call(
+    api: &dyn A2aApi,
+    config: &HttpConfig,
+    ctx: &a2a_service::RequestContext,
+    method: Method,
+    params: &Map<String, Value>,
+    id: JsonRpcId,
+) -> Result<Response<Body>, ProtocolError> {
+    let op = params::decode(method, params)?;
+    match ops::dispatch(api, ctx, op).await? {
+        Outcome::Unary(result) => Ok(reply::rpc_result(id, result)),
+        Outcome::Stream(events) => Ok(reply::sse(
+            sse::open(events, Framing::JsonRpc(id), config.keep_alive).await?,
+        )),
+    }
+}

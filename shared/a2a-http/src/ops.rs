@@ -1,0 +1,265 @@
+//! The 11 A2A operations, independent of the binding that carried them: the method list, the
+//! checks every method gets before the service is called (version, extensions, participant
+//! header, declared capabilities), and the call into [`A2aApi`].
+//!
+//! Why one place: JSON-RPC and REST differ only in how a request is addressed and how the
+//! answer is framed; what is checked and called must be identical (A2A §5.1).
+
+use a2a::{
+    AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTasksRequest, SendMessageRequest,
+    SubscribeToTaskRequest, TaskPushNotificationConfig, methods,
+};
+use a2a_service::{A2aApi, EventStream, RequestContext};
+use http::HeaderMap;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::Caller;
+use crate::error::{ErrorKind, ProtocolError};
+use crate::headers;
+
+/// The A2A 1.0 methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Method {
+    SendMessage,
+    SendStreamingMessage,
+    GetTask,
+    ListTasks,
+    CancelTask,
+    SubscribeToTask,
+    CreatePushConfig,
+    GetPushConfig,
+    ListPushConfigs,
+    DeletePushConfig,
+    GetExtendedAgentCard,
+}
+
+impl Method {
+    #[cfg(test)]
+    pub(crate) const ALL: [Method; 11] = [
+        Method::SendMessage,
+        Method::SendStreamingMessage,
+        Method::GetTask,
+        Method::ListTasks,
+        Method::CancelTask,
+        Method::SubscribeToTask,
+        Method::CreatePushConfig,
+        Method::GetPushConfig,
+        Method::ListPushConfigs,
+        Method::DeletePushConfig,
+        Method::GetExtendedAgentCard,
+    ];
+
+    /// The JSON-RPC method name (case-sensitive, as in a2a-lf's `methods`).
+    pub(crate) fn from_jsonrpc(name: &str) -> Option<Method> {
+        Some(match name {
+            methods::SEND_MESSAGE => Method::SendMessage,
+            methods::SEND_STREAMING_MESSAGE => Method::SendStreamingMessage,
+            methods::GET_TASK => Method::GetTask,
+            methods::LIST_TASKS => Method::ListTasks,
+            methods::CANCEL_TASK => Method::CancelTask,
+            methods::SUBSCRIBE_TO_TASK => Method::SubscribeToTask,
+            methods::CREATE_PUSH_CONFIG => Method::CreatePushConfig,
+            methods::GET_PUSH_CONFIG => Method::GetPushConfig,
+            methods::LIST_PUSH_CONFIGS => Method::ListPushConfigs,
+            methods::DELETE_PUSH_CONFIG => Method::DeletePushConfig,
+            methods::GET_EXTENDED_AGENT_CARD => Method::GetExtendedAgentCard,
+            _ => return None,
+        })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn jsonrpc_name(self) -> &'static str {
+        match self {
+            Method::SendMessage => methods::SEND_MESSAGE,
+            Method::SendStreamingMessage => methods::SEND_STREAMING_MESSAGE,
+            Method::GetTask => methods::GET_TASK,
+            Method::ListTasks => methods::LIST_TASKS,
+            Method::CancelTask => methods::CANCEL_TASK,
+            Method::SubscribeToTask => methods::SUBSCRIBE_TO_TASK,
+            Method::CreatePushConfig => methods::CREATE_PUSH_CONFIG,
+            Method::GetPushConfig => methods::GET_PUSH_CONFIG,
+            Method::ListPushConfigs => methods::LIST_PUSH_CONFIGS,
+            Method::DeletePushConfig => methods::DELETE_PUSH_CONFIG,
+            Method::GetExtendedAgentCard => methods::GET_EXTENDED_AGENT_CARD,
+        }
+    }
+
+    pub(crate) fn is_streaming(self) -> bool {
+        matches!(self, Method::SendStreamingMessage | Method::SubscribeToTask)
+    }
+
+    fn is_push_config(self) -> bool {
+        matches!(
+            self,
+            Method::CreatePushConfig
+                | Method::GetPushConfig
+                | Method::ListPushConfigs
+                | Method::DeletePushConfig
+        )
+    }
+}
+
+/// A decoded request, ready for the service.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Operation {
+    SendMessage(SendMessageRequest),
+    SendStreamingMessage(SendMessageRequest),
+    GetTask(GetTaskRequest),
+    ListTasks(ListTasksRequest),
+    CancelTask(CancelTaskRequest),
+    SubscribeToTask(SubscribeToTaskRequest),
+    CreatePushConfig(TaskPushNotificationConfig),
+    GetPushConfig(GetTaskPushNotificationConfigRequest),
+    ListPushConfigs(ListTaskPushNotificationConfigsRequest),
+    DeletePushConfig(DeleteTaskPushNotificationConfigRequest),
+    GetExtendedAgentCard(GetExtendedAgentCardRequest),
+}
+
+/// What the service answered: one JSON document (the `result`), or a stream of events.
+pub(crate) enum Outcome {
+    Unary(Value),
+    Stream(EventStream),
+}
+
+/// The checks every A2A method gets before its parameters are read: `A2A-Version`,
+/// `A2A-Extensions` against the card, `X-Participant-Id`, and the capability the method needs
+/// (the card must declare `streaming`, `pushNotifications`, `extendedAgentCard` for those
+/// methods). Returns the service's request context.
+pub(crate) fn preflight(
+    card: &AgentCard,
+    method: Method,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    caller: &Caller,
+) -> Result<RequestContext, ProtocolError> {
+    headers::check_version(headers, query)?;
+    let extensions = headers::activated_extensions(headers, card)?;
+    let participant_header = headers::participant_header(headers)?;
+    check_capability(card, method)?;
+    Ok(RequestContext {
+        participant_header,
+        verified_principal: caller.verified_principal.clone(),
+        extensions,
+    })
+}
+
+fn check_capability(card: &AgentCard, method: Method) -> Result<(), ProtocolError> {
+    let caps = &card.capabilities;
+    if method.is_streaming() && caps.streaming != Some(true) {
+        return Err(ProtocolError::new(
+            ErrorKind::UnsupportedOperation,
+            "streaming is not supported by this agent (capabilities.streaming is not true)",
+        ));
+    }
+    if method.is_push_config() && caps.push_notifications != Some(true) {
+        return Err(ProtocolError::new(
+            ErrorKind::PushNotificationNotSupported,
+            "push notifications are not supported by this agent",
+        ));
+    }
+    if method == Method::GetExtendedAgentCard && caps.extended_agent_card != Some(true) {
+        return Err(ProtocolError::new(
+            ErrorKind::UnsupportedOperation,
+            "this agent has no extended agent card (capabilities.extendedAgentCard is not true)",
+        ));
+    }
+    Ok(())
+}
+
+/// Calls the service.
+pub(crate) async fn dispatch(
+    api: &dyn A2aApi,
+    ctx: &RequestContext,
+    op: Operation,
+) -> Result<Outcome, ProtocolError> {
+    match op {
+        Operation::SendMessage(req) => unary(api.send_message(ctx, req).await?),
+        Operation::SendStreamingMessage(req) => {
+            Ok(Outcome::Stream(api.send_streaming_message(ctx, req).await?))
+        }
+        Operation::GetTask(req) => unary(api.get_task(ctx, req).await?),
+        Operation::ListTasks(req) => unary(api.list_tasks(ctx, req).await?),
+        Operation::CancelTask(req) => unary(api.cancel_task(ctx, req).await?),
+        Operation::SubscribeToTask(req) => {
+            Ok(Outcome::Stream(api.subscribe_to_task(ctx, req).await?))
+        }
+        Operation::CreatePushConfig(req) => unary(api.create_push_config(ctx, req).await?),
+        Operation::GetPushConfig(req) => unary(api.get_push_config(ctx, req).await?),
+        Operation::ListPushConfigs(req) => unary(api.list_push_configs(ctx, req).await?),
+        Operation::DeletePushConfig(req) => {
+            api.delete_push_config(ctx, req).await?;
+            // google.protobuf.Empty
+            Ok(Outcome::Unary(Value::Object(serde_json::Map::new())))
+        }
+        Operation::GetExtendedAgentCard(req) => unary(api.get_extended_agent_card(ctx, req).await?),
+    }
+}
+
+fn unary<T: Serialize>(result: T) -> Result<Outcome, ProtocolError> {
+    serde_json::to_value(result)
+        .map(Outcome::Unary)
+        .map_err(|e| {
+            tracing::error!(error = %e, "serializing a service result failed");
+            ProtocolError::internal()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_jsonrpc_name_round_trips() {
+        for method in Method::ALL {
+            assert_eq!(Method::from_jsonrpc(method.jsonrpc_name()), Some(method));
+            assert!(methods::is_valid(method.jsonrpc_name()));
+            assert_eq!(
+                method.is_streaming(),
+                methods::is_streaming(method.jsonrpc_name())
+            );
+        }
+        for old in [
+            "message/send",
+            "tasks/get",
+            "sendMessage",
+            "sendmessage",
+            "",
+        ] {
+            assert_eq!(Method::from_jsonrpc(old), None, "{old}");
+        }
+    }
+
+    #[test]
+    fn capabilities_gate_methods() {
+        let mut card = crate::testkit::card();
+        card.capabilities.streaming = None;
+        card.capabilities.push_notifications = Some(false);
+        card.capabilities.extended_agent_card = None;
+        let kind = |m| check_capability(&card, m).err().map(|e| e.kind);
+        assert_eq!(
+            kind(Method::SendStreamingMessage),
+            Some(ErrorKind::UnsupportedOperation)
+        );
+        assert_eq!(
+            kind(Method::SubscribeToTask),
+            Some(ErrorKind::UnsupportedOperation)
+        );
+        assert_eq!(
+            kind(Method::CreatePushConfig),
+            Some(ErrorKind::PushNotificationNotSupported)
+        );
+        assert_eq!(
+            kind(Method::DeletePushConfig),
+            Some(ErrorKind::PushNotificationNotSupported)
+        );
+        assert_eq!(
+            kind(Method::GetExtendedAgentCard),
+            Some(ErrorKind::UnsupportedOperation)
+        );
+        assert_eq!(kind(Method::SendMessage), None);
+        assert_eq!(kind(Method::GetTask), None);
+    }
+}

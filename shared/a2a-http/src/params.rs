@@ -1,0 +1,759 @@
+//! Decoding the 11 methods' parameters from one JSON object into a2a-lf's request types, with
+//! `google.rpc.BadRequest` field violations.
+//!
+//! Why by hand rather than `serde_json::from_value`: serde stops at the first problem and does
+//! not name the field, while A2A clients (and the TCK) expect -32602 naming `message.parts`,
+//! `pageSize`… Both bindings build one JSON object per request (JSON-RPC: `params`; REST: body,
+//! path and query merged) and come here, so they validate identically. ProtoJSON leniencies
+//! that cost nothing are accepted: `null` means unset, integers may be strings (as query
+//! parameters are), enums may be their numbers; unknown fields are ignored.
+
+use std::collections::HashMap;
+
+use a2a::errordetails::FieldViolation;
+use a2a::{
+    AuthenticationInfo, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTasksRequest, Message, Part, Role,
+    SendMessageConfiguration, SendMessageRequest, SubscribeToTaskRequest,
+    TaskPushNotificationConfig, TaskState,
+};
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use crate::error::ProtocolError;
+use crate::ops::{Method, Operation};
+
+/// Largest `pageSize` of ListTasks (A2A §3.1.4).
+pub(crate) const MAX_PAGE_SIZE: i32 = 100;
+
+/// Decodes the parameters of `method`.
+pub(crate) fn decode(
+    method: Method,
+    params: &Map<String, Value>,
+) -> Result<Operation, ProtocolError> {
+    let mut c = Check::default();
+    let op = match method {
+        Method::SendMessage => Operation::SendMessage(c.send_message_request(params)),
+        Method::SendStreamingMessage => {
+            Operation::SendStreamingMessage(c.send_message_request(params))
+        }
+        Method::GetTask => Operation::GetTask(GetTaskRequest {
+            id: c.required_string(params, "", "id"),
+            history_length: c.non_negative_int(params, "", "historyLength"),
+            tenant: c.string(params, "", "tenant"),
+        }),
+        Method::ListTasks => Operation::ListTasks(c.list_tasks_request(params)),
+        Method::CancelTask => Operation::CancelTask(CancelTaskRequest {
+            id: c.required_string(params, "", "id"),
+            metadata: c.struct_map(params, "", "metadata"),
+            tenant: c.string(params, "", "tenant"),
+        }),
+        Method::SubscribeToTask => Operation::SubscribeToTask(SubscribeToTaskRequest {
+            id: c.required_string(params, "", "id"),
+            tenant: c.string(params, "", "tenant"),
+        }),
+        Method::CreatePushConfig => Operation::CreatePushConfig(c.push_config(params, "", true)),
+        Method::GetPushConfig => Operation::GetPushConfig(GetTaskPushNotificationConfigRequest {
+            task_id: c.required_string(params, "", "taskId"),
+            id: c.required_string(params, "", "id"),
+            tenant: c.string(params, "", "tenant"),
+        }),
+        Method::ListPushConfigs => {
+            Operation::ListPushConfigs(ListTaskPushNotificationConfigsRequest {
+                task_id: c.required_string(params, "", "taskId"),
+                // Not `optional` in the proto: 0 means unset.
+                page_size: c
+                    .non_negative_int(params, "", "pageSize")
+                    .filter(|n| *n > 0),
+                page_token: c.string(params, "", "pageToken"),
+                tenant: c.string(params, "", "tenant"),
+            })
+        }
+        Method::DeletePushConfig => {
+            Operation::DeletePushConfig(DeleteTaskPushNotificationConfigRequest {
+                task_id: c.required_string(params, "", "taskId"),
+                id: c.required_string(params, "", "id"),
+                tenant: c.string(params, "", "tenant"),
+            })
+        }
+        Method::GetExtendedAgentCard => {
+            Operation::GetExtendedAgentCard(GetExtendedAgentCardRequest {
+                tenant: c.string(params, "", "tenant"),
+            })
+        }
+    };
+    c.finish()?;
+    Ok(op)
+}
+
+fn path(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}.{key}")
+    }
+}
+
+/// A member that is present and not `null` (ProtoJSON: `null` is the default value).
+fn member<'o>(obj: &'o Map<String, Value>, key: &str) -> Option<&'o Value> {
+    obj.get(key).filter(|v| !v.is_null())
+}
+
+/// Collects field violations while reading; [`Check::finish`] turns them into -32602.
+#[derive(Default)]
+struct Check {
+    violations: Vec<FieldViolation>,
+}
+
+impl Check {
+    fn violation(&mut self, field: String, description: &str) {
+        self.violations.push(FieldViolation {
+            field,
+            description: description.to_string(),
+        });
+    }
+
+    fn finish(self) -> Result<(), ProtocolError> {
+        if self.violations.is_empty() {
+            Ok(())
+        } else {
+            Err(ProtocolError::invalid_params(self.violations))
+        }
+    }
+
+    /// An optional string; `""` counts as unset.
+    fn string(&mut self, obj: &Map<String, Value>, prefix: &str, key: &str) -> Option<String> {
+        match member(obj, key)? {
+            Value::String(s) if s.is_empty() => None,
+            Value::String(s) => Some(s.clone()),
+            _ => {
+                self.violation(path(prefix, key), "must be a string");
+                None
+            }
+        }
+    }
+
+    /// A required, non-empty string (`""` on violation).
+    fn required_string(&mut self, obj: &Map<String, Value>, prefix: &str, key: &str) -> String {
+        match member(obj, key) {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(Value::String(_)) | None => {
+                self.violation(path(prefix, key), "is required");
+                String::new()
+            }
+            Some(_) => {
+                self.violation(path(prefix, key), "must be a string");
+                String::new()
+            }
+        }
+    }
+
+    /// An int32: a JSON integer (or integral float) or a decimal string.
+    fn int(&mut self, obj: &Map<String, Value>, prefix: &str, key: &str) -> Option<i32> {
+        let value = member(obj, key)?;
+        let parsed = match value {
+            Value::Number(n) => n
+                .as_i64()
+                .or_else(|| {
+                    n.as_f64()
+                        .filter(|f| f.fract() == 0.0 && f.abs() < 1e10)
+                        .map(|f| f as i64)
+                })
+                .and_then(|n| i32::try_from(n).ok()),
+            Value::String(s) => s.trim().parse::<i32>().ok(),
+            _ => None,
+        };
+        if parsed.is_none() {
+            self.violation(path(prefix, key), "must be a 32-bit integer");
+        }
+        parsed
+    }
+
+    fn non_negative_int(
+        &mut self,
+        obj: &Map<String, Value>,
+        prefix: &str,
+        key: &str,
+    ) -> Option<i32> {
+        let n = self.int(obj, prefix, key)?;
+        if n < 0 {
+            self.violation(path(prefix, key), "must not be negative");
+            return None;
+        }
+        Some(n)
+    }
+
+    /// A bool: JSON `true`/`false`, or the strings `"true"`/`"false"` (query parameters).
+    fn boolean(&mut self, obj: &Map<String, Value>, prefix: &str, key: &str) -> Option<bool> {
+        match member(obj, key)? {
+            Value::Bool(b) => Some(*b),
+            Value::String(s) if s.eq_ignore_ascii_case("true") => Some(true),
+            Value::String(s) if s.eq_ignore_ascii_case("false") => Some(false),
+            _ => {
+                self.violation(path(prefix, key), "must be true or false");
+                None
+            }
+        }
+    }
+
+    fn object<'o>(
+        &mut self,
+        obj: &'o Map<String, Value>,
+        prefix: &str,
+        key: &str,
+    ) -> Option<&'o Map<String, Value>> {
+        match member(obj, key)? {
+            Value::Object(m) => Some(m),
+            _ => {
+                self.violation(path(prefix, key), "must be an object");
+                None
+            }
+        }
+    }
+
+    /// A `google.protobuf.Struct` (metadata).
+    fn struct_map(
+        &mut self,
+        obj: &Map<String, Value>,
+        prefix: &str,
+        key: &str,
+    ) -> Option<HashMap<String, Value>> {
+        self.object(obj, prefix, key)
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+    }
+
+    fn string_list(
+        &mut self,
+        obj: &Map<String, Value>,
+        prefix: &str,
+        key: &str,
+    ) -> Option<Vec<String>> {
+        match member(obj, key)? {
+            Value::Array(items) => {
+                let strings: Option<Vec<String>> = items
+                    .iter()
+                    .map(|v| v.as_str().map(str::to_string))
+                    .collect();
+                if strings.is_none() {
+                    self.violation(path(prefix, key), "must be an array of strings");
+                }
+                strings
+            }
+            _ => {
+                self.violation(path(prefix, key), "must be an array of strings");
+                None
+            }
+        }
+    }
+
+    fn timestamp(
+        &mut self,
+        obj: &Map<String, Value>,
+        prefix: &str,
+        key: &str,
+    ) -> Option<DateTime<Utc>> {
+        let parsed = match member(obj, key)? {
+            Value::String(s) => DateTime::parse_from_rfc3339(s.trim())
+                .ok()
+                .map(|t| t.with_timezone(&Utc)),
+            _ => None,
+        };
+        if parsed.is_none() {
+            self.violation(
+                path(prefix, key),
+                "must be an RFC 3339 timestamp, e.g. 2026-01-31T12:00:00Z",
+            );
+        }
+        parsed
+    }
+
+    /// A `TaskState` by name (or number); `TASK_STATE_UNSPECIFIED` means no filter.
+    fn task_state(
+        &mut self,
+        obj: &Map<String, Value>,
+        prefix: &str,
+        key: &str,
+    ) -> Option<TaskState> {
+        let state = match member(obj, key)? {
+            Value::String(s) => {
+                serde_json::from_value::<TaskState>(Value::String(s.trim().to_string())).ok()
+            }
+            Value::Number(n) => match n.as_u64() {
+                Some(0) => Some(TaskState::Unspecified),
+                Some(1) => Some(TaskState::Submitted),
+                Some(2) => Some(TaskState::Working),
+                Some(3) => Some(TaskState::Completed),
+                Some(4) => Some(TaskState::Failed),
+                Some(5) => Some(TaskState::Canceled),
+                Some(6) => Some(TaskState::InputRequired),
+                Some(7) => Some(TaskState::Rejected),
+                Some(8) => Some(TaskState::AuthRequired),
+                _ => None,
+            },
+            _ => None,
+        };
+        match state {
+            None => {
+                self.violation(
+                    path(prefix, key),
+                    "must be a TaskState name, e.g. TASK_STATE_WORKING",
+                );
+                None
+            }
+            Some(TaskState::Unspecified) => None,
+            Some(state) => Some(state),
+        }
+    }
+
+    fn role(&mut self, obj: &Map<String, Value>, prefix: &str, key: &str) -> Role {
+        let role = match member(obj, key) {
+            None => Some(Role::Unspecified),
+            Some(Value::String(s)) => match s.as_str() {
+                "ROLE_USER" => Some(Role::User),
+                "ROLE_AGENT" => Some(Role::Agent),
+                "ROLE_UNSPECIFIED" | "" => Some(Role::Unspecified),
+                _ => None,
+            },
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(0) => Some(Role::Unspecified),
+                Some(1) => Some(Role::User),
+                Some(2) => Some(Role::Agent),
+                _ => None,
+            },
+            Some(_) => None,
+        };
+        match role {
+            Some(Role::Unspecified) => {
+                self.violation(path(prefix, key), "is required (ROLE_USER or ROLE_AGENT)");
+                Role::Unspecified
+            }
+            Some(role) => role,
+            None => {
+                self.violation(path(prefix, key), "must be ROLE_USER or ROLE_AGENT");
+                Role::Unspecified
+            }
+        }
+    }
+
+    fn send_message_request(&mut self, obj: &Map<String, Value>) -> SendMessageRequest {
+        let message = match member(obj, "message") {
+            Some(Value::Object(m)) => self.message(m, "message"),
+            Some(_) => {
+                self.violation("message".into(), "must be an object");
+                empty_message()
+            }
+            None => {
+                self.violation("message".into(), "is required");
+                empty_message()
+            }
+        };
+        let configuration = self
+            .object(obj, "", "configuration")
+            .map(|m| self.configuration(m, "configuration"));
+        SendMessageRequest {
+            message,
+            configuration,
+            metadata: self.struct_map(obj, "", "metadata"),
+            tenant: self.string(obj, "", "tenant"),
+        }
+    }
+
+    fn message(&mut self, obj: &Map<String, Value>, prefix: &str) -> Message {
+        let message_id = self.required_string(obj, prefix, "messageId");
+        let role = self.role(obj, prefix, "role");
+        let parts = match member(obj, "parts") {
+            None => {
+                self.violation(path(prefix, "parts"), "is required");
+                Vec::new()
+            }
+            Some(Value::Array(items)) if items.is_empty() => {
+                self.violation(path(prefix, "parts"), "must contain at least one part");
+                Vec::new()
+            }
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| self.part(item, &format!("{}[{i}]", path(prefix, "parts"))))
+                .collect(),
+            Some(_) => {
+                self.violation(path(prefix, "parts"), "must be an array");
+                Vec::new()
+            }
+        };
+        Message {
+            message_id,
+            context_id: self.string(obj, prefix, "contextId"),
+            task_id: self.string(obj, prefix, "taskId"),
+            role,
+            parts,
+            metadata: self.struct_map(obj, prefix, "metadata"),
+            extensions: self.string_list(obj, prefix, "extensions"),
+            reference_task_ids: self.string_list(obj, prefix, "referenceTaskIds"),
+        }
+    }
+
+    /// One part: exactly one of `text`, `raw` (base64), `url`, `data` (any JSON, `null` too).
+    fn part(&mut self, value: &Value, field: &str) -> Option<Part> {
+        let Value::Object(obj) = value else {
+            self.violation(field.to_string(), "must be an object");
+            return None;
+        };
+        let mut content: Vec<&str> = ["text", "raw", "url"]
+            .into_iter()
+            .filter(|k| member(obj, k).is_some())
+            .collect();
+        if obj.contains_key("data") {
+            content.push("data");
+        }
+        match content.as_slice() {
+            [] => {
+                self.violation(field.to_string(), "must have one of text, raw, url, data");
+                return None;
+            }
+            [_] => {}
+            _ => {
+                self.violation(
+                    field.to_string(),
+                    "must have exactly one of text, raw, url, data",
+                );
+                return None;
+            }
+        }
+        let before = self.violations.len();
+        for key in ["text", "raw", "url", "filename", "mediaType"] {
+            if member(obj, key).is_some_and(|v| !v.is_string()) {
+                self.violation(path(field, key), "must be a string");
+            }
+        }
+        self.object(obj, field, "metadata");
+        if self.violations.len() > before {
+            return None;
+        }
+        match serde_json::from_value::<Part>(value.clone()) {
+            Ok(part) => Some(part),
+            Err(_) if content == ["raw"] => {
+                self.violation(path(field, "raw"), "must be base64");
+                None
+            }
+            Err(e) => {
+                self.violation(field.to_string(), &e.to_string());
+                None
+            }
+        }
+    }
+
+    fn configuration(
+        &mut self,
+        obj: &Map<String, Value>,
+        prefix: &str,
+    ) -> SendMessageConfiguration {
+        let push_key = if obj.contains_key("taskPushNotificationConfig") {
+            "taskPushNotificationConfig"
+        } else {
+            "pushNotificationConfig"
+        };
+        let push_prefix = path(prefix, push_key);
+        SendMessageConfiguration {
+            accepted_output_modes: self.string_list(obj, prefix, "acceptedOutputModes"),
+            task_push_notification_config: self
+                .object(obj, prefix, push_key)
+                .map(|m| self.push_config(m, &push_prefix, false)),
+            history_length: self.non_negative_int(obj, prefix, "historyLength"),
+            return_immediately: self.boolean(obj, prefix, "returnImmediately"),
+        }
+    }
+
+    fn push_config(
+        &mut self,
+        obj: &Map<String, Value>,
+        prefix: &str,
+        task_id_required: bool,
+    ) -> TaskPushNotificationConfig {
+        let task_id = if task_id_required {
+            self.required_string(obj, prefix, "taskId")
+        } else {
+            self.string(obj, prefix, "taskId").unwrap_or_default()
+        };
+        let auth_prefix = path(prefix, "authentication");
+        TaskPushNotificationConfig {
+            url: self.required_string(obj, prefix, "url"),
+            id: self.string(obj, prefix, "id"),
+            task_id,
+            token: self.string(obj, prefix, "token"),
+            authentication: self.object(obj, prefix, "authentication").map(|m| {
+                AuthenticationInfo {
+                    scheme: self.required_string(m, &auth_prefix, "scheme"),
+                    credentials: self.string(m, &auth_prefix, "credentials"),
+                }
+            }),
+            tenant: self.string(obj, prefix, "tenant"),
+        }
+    }
+
+    fn list_tasks_request(&mut self, obj: &Map<String, Value>) -> ListTasksRequest {
+        let page_size = self.int(obj, "", "pageSize");
+        if page_size.is_some_and(|n| !(1..=MAX_PAGE_SIZE).contains(&n)) {
+            self.violation("pageSize".into(), "must be between 1 and 100");
+        }
+        ListTasksRequest {
+            context_id: self.string(obj, "", "contextId"),
+            status: self.task_state(obj, "", "status"),
+            page_size,
+            page_token: self.string(obj, "", "pageToken"),
+            history_length: self.non_negative_int(obj, "", "historyLength"),
+            status_timestamp_after: self.timestamp(obj, "", "statusTimestampAfter"),
+            include_artifacts: self.boolean(obj, "", "includeArtifacts"),
+            tenant: self.string(obj, "", "tenant"),
+        }
+    }
+}
+
+fn empty_message() -> Message {
+    Message {
+        message_id: String::new(),
+        context_id: None,
+        task_id: None,
+        role: Role::Unspecified,
+        parts: Vec::new(),
+        metadata: None,
+        extensions: None,
+        reference_task_ids: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+    use a2a::PartContent;
+    use serde_json::json;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => panic!("not an object"),
+        }
+    }
+
+    fn fields(err: ProtocolError) -> Vec<String> {
+        assert_eq!(err.kind, ErrorKind::InvalidParams);
+        err.violations.into_iter().map(|v| v.field).collect()
+    }
+
+    fn send(params: Value) -> Result<SendMessageRequest, ProtocolError> {
+        match decode(Method::SendMessage, &obj(params))? {
+            Operation::SendMessage(req) => Ok(req),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn good_message() -> Value {
+        json!({"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]})
+    }
+
+    #[test]
+    fn a_good_send_message_decodes_with_unknown_fields_ignored() {
+        let req = send(json!({
+            "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [
+                {"text": "hi", "mediaType": "text/plain"},
+                {"raw": "dGNr", "filename": "x.bin"},
+                {"url": "https://example.com/a.pdf"},
+                {"data": {"k": 1}},
+                {"data": null}
+            ], "contextId": "c1", "taskId": "", "metadata": {"participant_id": "alice"}, "surprise": 1},
+            "configuration": {"acceptedOutputModes": ["text/plain"], "historyLength": "3", "returnImmediately": true,
+                "taskPushNotificationConfig": {"url": "https://hook", "authentication": {"scheme": "Bearer"}}},
+            "metadata": {"a": 1},
+            "tenant": "acme",
+            "unknown": {"x": 1}
+        }))
+        .unwrap();
+        assert_eq!(req.message.message_id, "m1");
+        assert_eq!(req.message.role, Role::User);
+        assert_eq!(req.message.parts.len(), 5);
+        assert_eq!(
+            req.message.parts[1].content,
+            PartContent::Raw(b"tck".to_vec())
+        );
+        assert_eq!(req.message.parts[4].content, PartContent::Data(Value::Null));
+        assert_eq!(req.message.context_id.as_deref(), Some("c1"));
+        assert_eq!(req.message.task_id, None);
+        let config = req.configuration.unwrap();
+        assert_eq!(config.history_length, Some(3));
+        assert_eq!(config.return_immediately, Some(true));
+        assert_eq!(
+            config
+                .task_push_notification_config
+                .unwrap()
+                .authentication
+                .unwrap()
+                .scheme,
+            "Bearer"
+        );
+        assert_eq!(req.tenant.as_deref(), Some("acme"));
+    }
+
+    #[test]
+    fn send_message_violations_name_their_fields() {
+        assert_eq!(fields(send(json!({})).unwrap_err()), vec!["message"]);
+        assert_eq!(
+            fields(send(json!({"message": "hi"})).unwrap_err()),
+            vec!["message"]
+        );
+        assert_eq!(
+            fields(send(json!({"message": {"parts": []}})).unwrap_err()),
+            vec!["message.messageId", "message.role", "message.parts"]
+        );
+        assert_eq!(
+            fields(
+                send(
+                    json!({"message": {"messageId": "m", "role": "user", "parts": [{"text": "x"}]}})
+                )
+                .unwrap_err()
+            ),
+            vec!["message.role"]
+        );
+        assert_eq!(
+            fields(send(json!({"message": {"messageId": "m", "role": "ROLE_USER"}})).unwrap_err()),
+            vec!["message.parts"]
+        );
+        let bad_parts = json!({"message": {"messageId": "m", "role": 1, "parts": [
+            {"text": "ok"}, {}, {"text": "a", "url": "b"}, {"raw": "***"}, {"text": 5}, 7
+        ]}});
+        assert_eq!(
+            fields(send(bad_parts).unwrap_err()),
+            vec![
+                "message.parts[1]",
+                "message.parts[2]",
+                "message.parts[3].raw",
+                "message.parts[4].text",
+                "message.parts[5]"
+            ]
+        );
+        let bad_config = json!({"message": good_message(), "configuration": {
+            "historyLength": -1, "returnImmediately": "maybe", "acceptedOutputModes": "text/plain",
+            "taskPushNotificationConfig": {"token": "t"}}});
+        assert_eq!(
+            fields(send(bad_config).unwrap_err()),
+            vec![
+                "configuration.acceptedOutputModes",
+                "configuration.taskPushNotificationConfig.url",
+                "configuration.historyLength",
+                "configuration.returnImmediately"
+            ]
+        );
+    }
+
+    #[test]
+    fn list_tasks_rules() {
+        let decode_list = |v: Value| match decode(Method::ListTasks, &obj(v)) {
+            Ok(Operation::ListTasks(req)) => Ok(req),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e),
+        };
+        let req = decode_list(json!({"contextId": "c", "status": "TASK_STATE_WORKING", "pageSize": "100",
+            "pageToken": "p", "historyLength": 0, "statusTimestampAfter": "2026-01-31T12:00:00.123Z",
+            "includeArtifacts": "true"}))
+        .unwrap();
+        assert_eq!(req.status, Some(TaskState::Working));
+        assert_eq!(req.page_size, Some(100));
+        assert_eq!(req.history_length, Some(0));
+        assert_eq!(req.include_artifacts, Some(true));
+        assert_eq!(
+            req.status_timestamp_after.unwrap().to_rfc3339(),
+            "2026-01-31T12:00:00.123+00:00"
+        );
+        assert_eq!(
+            decode_list(json!({"status": "TASK_STATE_UNSPECIFIED"}))
+                .unwrap()
+                .status,
+            None
+        );
+        assert_eq!(
+            decode_list(json!({"status": 6})).unwrap().status,
+            Some(TaskState::InputRequired)
+        );
+        assert_eq!(decode_list(json!({})).unwrap().page_size, None);
+        for bad in [
+            json!({"pageSize": 0}),
+            json!({"pageSize": 101}),
+            json!({"pageSize": "ten"}),
+        ] {
+            assert_eq!(fields(decode_list(bad).unwrap_err()), vec!["pageSize"]);
+        }
+        assert_eq!(
+            fields(decode_list(json!({"status": "working"})).unwrap_err()),
+            vec!["status"]
+        );
+        assert_eq!(
+            fields(decode_list(json!({"statusTimestampAfter": "yesterday"})).unwrap_err()),
+            vec!["statusTimestampAfter"]
+        );
+        assert_eq!(
+            fields(decode_list(json!({"includeArtifacts": "yes"})).unwrap_err()),
+            vec!["includeArtifacts"]
+        );
+    }
+
+    #[test]
+    fn ids_are_required() {
+        for (method, expected) in [
+            (Method::GetTask, vec!["id"]),
+            (Method::CancelTask, vec!["id"]),
+            (Method::SubscribeToTask, vec!["id"]),
+            (Method::CreatePushConfig, vec!["taskId", "url"]),
+            (Method::GetPushConfig, vec!["taskId", "id"]),
+            (Method::ListPushConfigs, vec!["taskId"]),
+            (Method::DeletePushConfig, vec!["taskId", "id"]),
+        ] {
+            assert_eq!(
+                fields(decode(method, &Map::new()).unwrap_err()),
+                expected,
+                "{method:?}"
+            );
+        }
+        assert!(decode(Method::GetExtendedAgentCard, &Map::new()).is_ok());
+        assert_eq!(
+            fields(decode(Method::GetTask, &obj(json!({"id": 5}))).unwrap_err()),
+            vec!["id"]
+        );
+    }
+
+    #[test]
+    fn push_config_decodes() {
+        let op = decode(
+            Method::CreatePushConfig,
+            &obj(
+                json!({"taskId": "t", "url": "https://h", "id": "c1", "token": "tok",
+                "authentication": {"scheme": "Bearer", "credentials": "s"}}),
+            ),
+        )
+        .unwrap();
+        let Operation::CreatePushConfig(cfg) = op else {
+            panic!()
+        };
+        assert_eq!(
+            (cfg.task_id.as_str(), cfg.url.as_str(), cfg.id.as_deref()),
+            ("t", "https://h", Some("c1"))
+        );
+        assert_eq!(
+            cfg.authentication.unwrap().credentials.as_deref(),
+            Some("s")
+        );
+        let err = decode(
+            Method::CreatePushConfig,
+            &obj(json!({"taskId": "t", "url": "u", "authentication": {}})),
+        )
+        .unwrap_err();
+        assert_eq!(fields(err), vec!["authentication.scheme"]);
+        let Operation::ListPushConfigs(list) = decode(
+            Method::ListPushConfigs,
+            &obj(json!({"taskId": "t", "pageSize": 0})),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(list.page_size, None);
+    }
+}

@@ -1,0 +1,105 @@
+//! Building responses: JSON documents, JSON-RPC envelopes, REST error bodies, SSE headers.
+//!
+//! Why a module: the content types and status rules are easy to get subtly wrong (JSON-RPC is
+//! always 200; REST success is `application/a2a+json` but REST errors `application/json`, TCK
+//! gotcha 5), so every response is made here.
+
+use a2a::{JsonRpcId, JsonRpcResponse};
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE};
+use http::{HeaderName, HeaderValue, Response, StatusCode};
+use serde::Serialize;
+
+use crate::body::Body;
+use crate::error::ProtocolError;
+
+pub(crate) const APPLICATION_JSON: &str = "application/json";
+pub(crate) const APPLICATION_A2A_JSON: &str = "application/a2a+json";
+pub(crate) const TEXT_EVENT_STREAM: &str = "text/event-stream";
+
+/// The last-resort body if serializing a JSON document fails (it cannot for `Value`s).
+const INTERNAL_BODY: &str =
+    r#"{"error":{"code":500,"status":"INTERNAL","message":"internal error"}}"#;
+
+pub(crate) fn json<T: Serialize>(
+    status: StatusCode,
+    content_type: &'static str,
+    value: &T,
+) -> Response<Body> {
+    let (status, bytes) = match serde_json::to_vec(value) {
+        Ok(bytes) => (status, Bytes::from(bytes)),
+        Err(e) => {
+            tracing::error!(error = %e, "serializing a response failed");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Bytes::from_static(INTERNAL_BODY.as_bytes()),
+            )
+        }
+    };
+    let mut resp = Response::new(Body::Full(bytes));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+/// A REST error: the HTTP status of the table, `{"error": google.rpc.Status}`, `application/json`.
+pub(crate) fn rest_error(err: &ProtocolError) -> Response<Body> {
+    json(err.http_status(), APPLICATION_JSON, &err.to_rest_body())
+}
+
+/// A 405 with the `Allow` header.
+pub(crate) fn method_not_allowed(err: &ProtocolError, allow: &'static str) -> Response<Body> {
+    let mut resp = rest_error(err);
+    resp.headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(allow));
+    resp
+}
+
+/// A REST success: 200, the document, `application/a2a+json`.
+pub(crate) fn rest_ok(result: &serde_json::Value) -> Response<Body> {
+    json(StatusCode::OK, APPLICATION_A2A_JSON, result)
+}
+
+/// A JSON-RPC success (HTTP 200).
+pub(crate) fn rpc_result(id: JsonRpcId, result: serde_json::Value) -> Response<Body> {
+    json(
+        StatusCode::OK,
+        APPLICATION_JSON,
+        &JsonRpcResponse::success(id, result),
+    )
+}
+
+/// A JSON-RPC error (HTTP 200, as JSON-RPC over HTTP always is).
+pub(crate) fn rpc_error(id: JsonRpcId, err: &ProtocolError) -> Response<Body> {
+    json(
+        StatusCode::OK,
+        APPLICATION_JSON,
+        &JsonRpcResponse::error(id, err.to_jsonrpc_error()),
+    )
+}
+
+/// An SSE response: 200, `text/event-stream`, not cached, not buffered by proxies.
+pub(crate) fn sse(frames: BoxStream<'static, Bytes>) -> Response<Body> {
+    let mut resp = Response::new(Body::Stream(frames));
+    let headers = resp.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(TEXT_EVENT_STREAM));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
+    resp
+}
+
+/// Echoes the activated extensions in `A2A-Extensions` (nothing when none were activated).
+pub(crate) fn with_extensions(mut resp: Response<Body>, extensions: &[String]) -> Response<Body> {
+    if !extensions.is_empty() {
+        if let Ok(value) = HeaderValue::from_str(&extensions.join(",")) {
+            resp.headers_mut()
+                .insert(HeaderName::from_static("a2a-extensions"), value);
+        }
+    }
+    resp
+}

@@ -1,0 +1,392 @@
+//! One runner per task: the holder of the task's lease drains its inbox, one message at a
+//! time, in inbox order, and runs the agent on each.
+//!
+//! Any invocation that queued a message may become the runner: it tries the lease, and if
+//! another holds it the message waits for that holder, which drains the inbox before it
+//! releases and looks once more after releasing (a message queued in between is picked up).
+//! A message leaves the inbox only in the commit that records its outcome (the reply, the
+//! refusal), so a runner that dies mid-turn leaves it queued for the next one.
+
+use std::sync::Arc;
+
+use a2a::{Message, PartContent, TaskState};
+use async_trait::async_trait;
+use chrono::{Duration, Utc};
+use task_core::envelope::{self, Envelope};
+use task_core::lifecycle::{self, LifecycleEvent, TurnSummary};
+use task_core::policy::{self, Action};
+use task_core::task::HelpRequest;
+use task_core::{A2UI_MEDIA_TYPE, EVENT_MEDIA_TYPE, TASK_MEDIA_TYPE};
+use task_store::{
+    AuditEntry, Change, Conflict, InboxItem, Lease, Store, StoreError, StoredTask, TaskUpdate,
+};
+use tracing::{debug, warn};
+
+use crate::config::ServiceConfig;
+use crate::listener::EventListener;
+use crate::view;
+
+/// The agent behind the tasks. The agent runtime brings model providers and the tool loop;
+/// until then the service runs the offline `echo` agent.
+#[async_trait]
+pub trait Agent: Send + Sync {
+    /// One turn on `task` with the accepted input; the reply text, or why the run failed.
+    async fn respond(&self, task: &StoredTask, input: &str) -> Result<String, String>;
+}
+
+/// Answers with the text it got, so every path runs with no model at all.
+pub struct EchoAgent;
+
+#[async_trait]
+impl Agent for EchoAgent {
+    async fn respond(&self, _task: &StoredTask, input: &str) -> Result<String, String> {
+        Ok(input.to_owned())
+    }
+}
+
+#[derive(Clone)]
+pub struct Runner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    config: Arc<ServiceConfig>,
+    agent: Arc<dyn Agent>,
+    listener: Option<Arc<dyn EventListener>>,
+}
+
+/// How many times a runner re-reads a task whose version moved under it before giving the
+/// message back to the inbox (another writer is very busy; the next run retries).
+const MAX_RETRIES: usize = 20;
+
+impl Runner {
+    pub fn new(
+        store: Arc<dyn Store>,
+        config: Arc<ServiceConfig>,
+        agent: Arc<dyn Agent>,
+        listener: Option<Arc<dyn EventListener>>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                config,
+                agent,
+                listener,
+            }),
+        }
+    }
+
+    /// Runs the task in the background (if nobody else runs it).
+    pub fn kick(&self, task_id: &str) -> tokio::task::JoinHandle<()> {
+        let runner = self.clone();
+        let task_id = task_id.to_owned();
+        tokio::spawn(async move { runner.run(&task_id).await })
+    }
+
+    /// Takes the lease and drains the inbox; returns at once if another runner holds it.
+    pub async fn run(&self, task_id: &str) {
+        if let Err(err) = self.try_run(task_id).await {
+            warn!(task_id, error = %err, "run stopped; the inbox keeps what was not processed");
+        }
+    }
+
+    async fn try_run(&self, task_id: &str) -> Result<(), StoreError> {
+        let store = &self.inner.store;
+        let owner = format!("{}:{}", self.inner.config.instance_id, uuid::Uuid::new_v4());
+        let ttl = Duration::from_std(self.inner.config.lease_ttl).unwrap_or(Duration::seconds(30));
+        loop {
+            let mut lease = match store.acquire(task_id, &owner, Utc::now(), ttl).await {
+                Ok(lease) => lease,
+                Err(StoreError::Conflict(Conflict::LeaseHeld { .. })) => return Ok(()),
+                Err(err) => return Err(err),
+            };
+            loop {
+                let items = store.inbox(task_id).await?;
+                if items.is_empty() {
+                    break;
+                }
+                for item in items {
+                    lease = self.keep(lease, ttl).await?;
+                    self.process(task_id, &item).await?;
+                }
+            }
+            match store.release(&lease).await {
+                Ok(()) | Err(StoreError::Conflict(Conflict::LeaseLost(_))) => {}
+                Err(err) => return Err(err),
+            }
+            // A message queued after the last look found the lease held: it is ours.
+            if store.inbox(task_id).await?.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Renews the lease when less than half of its lifetime is left.
+    async fn keep(&self, lease: Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        let now = Utc::now();
+        if lease.expires_at - now > ttl / 2 {
+            return Ok(lease);
+        }
+        self.inner.store.renew(&lease, now, ttl).await
+    }
+
+    fn appended(&self, task_id: &str) {
+        if let Some(listener) = &self.inner.listener {
+            listener.events_appended(task_id);
+        }
+    }
+
+    async fn commit(&self, update: TaskUpdate) -> Result<(), StoreError> {
+        let task_id = update.task_id().to_owned();
+        let has_events = !update.events.is_empty();
+        self.inner
+            .store
+            .commit(vec![Change::Update(Box::new(update))])
+            .await?;
+        if has_events {
+            self.appended(&task_id);
+        }
+        Ok(())
+    }
+
+    async fn read(&self, task_id: &str) -> Result<StoredTask, StoreError> {
+        self.inner
+            .store
+            .get(task_id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))
+    }
+
+    /// One inbox item, from intake to the committed outcome.
+    async fn process(&self, task_id: &str, item: &InboxItem) -> Result<(), StoreError> {
+        for _ in 0..MAX_RETRIES {
+            let stored = self.read(task_id).await?;
+            match self.attempt(&stored, item).await {
+                Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
+                // Another runner recorded it (a lease that expired under a slow turn).
+                Err(StoreError::Conflict(Conflict::InboxItemGone(_))) => return Ok(()),
+                other => return other,
+            }
+        }
+        Err(StoreError::Conflict(Conflict::TaskChanged(
+            task_id.to_owned(),
+        )))
+    }
+
+    async fn attempt(&self, stored: &StoredTask, item: &InboxItem) -> Result<(), StoreError> {
+        let record = &stored.record;
+        let now = Utc::now();
+        let audit = |accepted: bool, reason: &str| AuditEntry {
+            at: now,
+            message_id: item.key.message_id.clone(),
+            participant_id: Some(item.sender.clone()),
+            accepted,
+            reason: reason.to_owned(),
+        };
+        // Intake again: the task may have ended, or the sender left it, since the message was queued.
+        let refusal = if lifecycle::TERMINAL.contains(record.state()) {
+            Some("the task is in a terminal state".to_owned())
+        } else if policy::authorize(&record.extension, &item.sender, Action::Send).is_err() {
+            Some("not a participant".to_owned())
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            let mut update = TaskUpdate::new(stored.clone());
+            update.consume_inbox = vec![item.key.clone()];
+            update.audit = vec![audit(false, &reason)];
+            debug!(task_id = %record.id, message_id = %item.key.message_id, %reason, "queued message refused");
+            return self.commit(update).await;
+        }
+
+        let answers = record
+            .agent
+            .pending_help
+            .as_ref()
+            .is_some_and(|h| h.participant_id == item.sender);
+        let lifecycle = record.extension.effective_lifecycle();
+        let event = LifecycleEvent::MessageAccepted {
+            answers_help_request: answers,
+        };
+        let accepted = match lifecycle::next(record.state(), record.sub_state, lifecycle, event) {
+            Ok(transition) => transition,
+            Err(err) => {
+                let mut update = TaskUpdate::new(stored.clone());
+                update.consume_inbox = vec![item.key.clone()];
+                update.audit = vec![audit(false, &err.to_string())];
+                return self.commit(update).await;
+            }
+        };
+        let mid = item.key.message_id.as_str();
+
+        if !accepted.runs_agent {
+            // Recorded while the task waits for someone else's answer.
+            let waiting_for = record
+                .agent
+                .pending_help
+                .as_ref()
+                .map_or("the asked participant", |h| &h.participant_id);
+            let text = format!("message recorded; the task waits for {waiting_for} to answer");
+            let mut update = TaskUpdate::new(stored.clone());
+            update.allowed_states = accepted.from.to_vec();
+            update.consume_inbox = vec![item.key.clone()];
+            update.history = vec![item.message.clone()];
+            update.events = vec![a2a::StreamResponse::StatusUpdate(view::notice(
+                stored,
+                &text,
+                now,
+                Some(mid),
+            ))];
+            update.audit = vec![audit(true, "recorded")];
+            return self.commit(update).await;
+        }
+
+        // The task works on it; the message stays queued until its outcome is committed.
+        let mut working = stored.clone();
+        if accepted.changes(record.state(), record.sub_state) {
+            let mut next = record.clone();
+            next.status = view::status(TaskState::Working, None, now);
+            next.sub_state = None;
+            if answers {
+                next.agent.pending_help = None;
+            }
+            let mut update = TaskUpdate::new(stored.clone());
+            update.allowed_states = accepted.from.to_vec();
+            update.events = vec![view::status_update(&next, Some(mid))];
+            update.record = Some(next);
+            self.commit(update).await?;
+            working = self.read(&record.id).await?;
+        }
+
+        let input = agent_input(item, record.agent.pending_help.as_ref().filter(|_| answers));
+        let outcome = self.inner.agent.respond(&working, &input).await;
+
+        // Record the outcome on the task as it is now (someone may have edited it meanwhile).
+        for _ in 0..MAX_RETRIES {
+            let current = self.read(&record.id).await?;
+            if lifecycle::TERMINAL.contains(current.record.state()) {
+                let mut update = TaskUpdate::new(current.clone());
+                update.consume_inbox = vec![item.key.clone()];
+                update.history = vec![item.message.clone()];
+                let reason = format!(
+                    "the task became {} during the turn",
+                    lifecycle::short_state_name(current.record.state())
+                );
+                update.audit = vec![audit(true, &reason)];
+                return self.commit(update).await;
+            }
+            let (event, reply) = match &outcome {
+                Ok(text) => {
+                    let turn = TurnSummary::of(&current.record.extension, false, false);
+                    (LifecycleEvent::TurnEnded(turn), text.clone())
+                }
+                Err(reason) => (LifecycleEvent::RunFailed, reason.clone()),
+            };
+            let lifecycle = current.record.extension.effective_lifecycle();
+            let transition = match lifecycle::next(
+                current.record.state(),
+                current.record.sub_state,
+                lifecycle,
+                event,
+            ) {
+                Ok(t) => t,
+                Err(err) => {
+                    warn!(task_id = %record.id, error = %err, "turn outcome does not fit the task's state");
+                    return Err(StoreError::Conflict(Conflict::TaskChanged(
+                        record.id.clone(),
+                    )));
+                }
+            };
+            let now = Utc::now();
+            let reply = view::agent_message(&current.record, reply);
+            let mut next = current.record.clone();
+            next.status = view::status(transition.to.clone(), Some(reply.clone()), now);
+            next.sub_state = transition.sub_state;
+            let mut update = TaskUpdate::new(current.clone());
+            update.allowed_states = transition.from.to_vec();
+            update.consume_inbox = vec![item.key.clone()];
+            update.history = vec![item.message.clone(), reply];
+            update.events = vec![view::status_update(&next, Some(mid))];
+            update.audit = vec![audit(true, "accepted")];
+            update.record = Some(next);
+            match self.commit(update).await {
+                Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
+                other => return other,
+            }
+        }
+        Err(StoreError::Conflict(Conflict::TaskChanged(
+            record.id.clone(),
+        )))
+    }
+}
+
+/// What the agent reads of a message: its text parts, A2UI actions and recorded events
+/// rendered as text, other data as JSON, files by name; the answer to a help request framed
+/// as such. Task envelopes were applied on arrival and are left out.
+pub fn agent_input(item: &InboxItem, answering: Option<&HelpRequest>) -> String {
+    let text = message_text(&item.message, &item.sender);
+    match answering {
+        Some(request) => request.frame_answer(&text),
+        None => text,
+    }
+}
+
+fn message_text(message: &Message, sender: &str) -> String {
+    let mut lines = Vec::new();
+    for part in &message.parts {
+        let media_type = part.media_type.as_deref();
+        match (&part.content, media_type) {
+            (PartContent::Text(text), _) => lines.push(text.clone()),
+            (PartContent::Data(_), Some(TASK_MEDIA_TYPE)) => {}
+            (PartContent::Data(data), Some(EVENT_MEDIA_TYPE)) => {
+                let parts = std::slice::from_ref(part);
+                if let Ok(Some(Envelope::Recorded { kind, payload })) =
+                    envelope::find_envelope(parts)
+                {
+                    lines.push(envelope::render_recorded(kind, sender, &payload));
+                } else if data.get("kind").and_then(|k| k.as_str()) != Some("task") {
+                    lines.push(data.to_string());
+                }
+            }
+            // Checked against the task's surfaces on arrival.
+            (PartContent::Data(data), Some(A2UI_MEDIA_TYPE)) => lines.push(render_action(data)),
+            (PartContent::Data(data), _) => lines.push(data.to_string()),
+            (PartContent::Raw(bytes), _) => lines.push(format!(
+                "[file {} ({}, {} bytes)]",
+                part.filename.as_deref().unwrap_or("unnamed"),
+                media_type.unwrap_or("application/octet-stream"),
+                bytes.len()
+            )),
+            (PartContent::Url(url), _) => lines.push(format!(
+                "[file {} ({}) at {url}]",
+                part.filename.as_deref().unwrap_or("unnamed"),
+                media_type.unwrap_or("application/octet-stream")
+            )),
+        }
+    }
+    lines.join("\n")
+}
+
+/// `[A2UI action] <name> on surface <surface> from <component>: <context>` (serde_json's maps
+/// keep keys sorted, so the same action always reads the same).
+fn render_action(data: &serde_json::Value) -> String {
+    let action = data.get("action").unwrap_or(data);
+    let field = |k: &str| {
+        action
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or("?")
+            .to_owned()
+    };
+    let context = action
+        .get("context")
+        .map(|c| c.to_string())
+        .unwrap_or_else(|| "{}".to_owned());
+    format!(
+        "[A2UI action] {} on surface {} from {}: {context}",
+        field("name"),
+        field("surfaceId"),
+        field("sourceComponentId")
+    )
+}

@@ -1,0 +1,1024 @@
+//! The 11 methods over the core and the store.
+//!
+//! A message goes through intake here (identity, participants, commands, envelopes, A2UI
+//! actions, de-duplication), then into the task's inbox; the runner (see `runner`) turns it
+//! into the agent's reply. Blocking sends and streams follow the task's event log, so they
+//! work the same whichever process runs the task.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use a2a::{
+    AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest, ListTasksResponse, Message, Part, PartContent, Role, SendMessageRequest,
+    SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
+    TaskState, TaskStatusUpdateEvent,
+};
+use async_trait::async_trait;
+use chrono::Utc;
+use futures::StreamExt;
+use futures::stream;
+use serde_json::Value;
+use task_core::commands::{self, Command};
+use task_core::envelope::{self, Envelope};
+use task_core::lifecycle::{self, LifecycleEvent};
+use task_core::policy::{self, AccessDenied, Action};
+use task_core::{A2UI_MEDIA_TYPE, DomainError, TASK_METADATA_KEY};
+use task_store::{
+    AuditEntry, Change, Conflict, InboxItem, InboxKey, ListQuery, NewTask, Store, StoreError,
+    StoredTask, TaskRecord, TaskUpdate,
+};
+use tracing::{error, warn};
+
+use crate::api::{A2aApi, EventStream, RequestContext};
+use crate::card;
+use crate::config::ServiceConfig;
+use crate::error::ServiceError;
+use crate::identity;
+use crate::listener::EventListener;
+use crate::push::{WebhookPolicy, check_webhook_url};
+use crate::runner::{Agent, Runner};
+use crate::view;
+
+/// How many times a request re-reads a task whose version moved under it.
+const MAX_RETRIES: usize = 20;
+
+pub struct Service {
+    store: Arc<dyn Store>,
+    config: Arc<ServiceConfig>,
+    card: AgentCard,
+    runner: Runner,
+    listener: Option<Arc<dyn EventListener>>,
+}
+
+/// What intake made of a message.
+enum Intake {
+    /// Answered at once (a command, a refusal, a repeat, an envelope with nothing else): the
+    /// task view for a blocking call and the one event for a stream.
+    Answered {
+        task: Box<Task>,
+        event: Box<StreamResponse>,
+    },
+    /// Queued for the runner; the answer is in the log from `from_seq` on.
+    Queued {
+        task_id: String,
+        message_id: String,
+        first: Box<Task>,
+        from_seq: u64,
+    },
+}
+
+impl Intake {
+    fn answered(task: Task, event: StreamResponse) -> Self {
+        Intake::Answered {
+            task: Box::new(task),
+            event: Box::new(event),
+        }
+    }
+}
+
+fn internal(context: &str, err: impl std::fmt::Display) -> ServiceError {
+    error!(%err, "{context}");
+    ServiceError::Internal
+}
+
+/// Store errors a request cannot act on.
+fn store_error(err: StoreError) -> ServiceError {
+    match err {
+        StoreError::TooLarge(text) | StoreError::Invalid(text) => ServiceError::InvalidParams(text),
+        StoreError::NotFound(what) => {
+            ServiceError::TaskNotFound(what.trim_start_matches("task ").to_owned())
+        }
+        StoreError::Backend(err) => {
+            warn!(%err, "storage backend failed");
+            ServiceError::Unavailable
+        }
+        other => internal("store", other),
+    }
+}
+
+fn domain_error(err: DomainError) -> ServiceError {
+    match err {
+        DomainError::TaskTerminal(_) => ServiceError::UnsupportedOperation(err.to_string()),
+        DomainError::NotCancelable(_) => ServiceError::TaskNotCancelable(err.to_string()),
+        DomainError::TransitionNotAllowed { .. } => internal("lifecycle", err),
+        other => ServiceError::InvalidParams(other.to_string()),
+    }
+}
+
+/// A part's media type as the input modes name it.
+fn media_type(part: &Part) -> &str {
+    match (&part.media_type, &part.content) {
+        (Some(mt), _) => mt.split(';').next().unwrap_or(mt).trim(),
+        (None, PartContent::Text(_)) => "text/plain",
+        (None, PartContent::Data(_)) => "application/json",
+        (None, _) => "application/octet-stream",
+    }
+}
+
+fn text_of(message: &Message) -> String {
+    message
+        .parts
+        .iter()
+        .filter_map(Part::as_text)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl Service {
+    pub fn new(
+        store: Arc<dyn Store>,
+        config: ServiceConfig,
+        agent: Arc<dyn Agent>,
+        listener: Option<Arc<dyn EventListener>>,
+    ) -> Self {
+        let config = Arc::new(config);
+        let card = card::agent_card(&config);
+        let runner = Runner::new(store.clone(), config.clone(), agent, listener.clone());
+        Self {
+            store,
+            config,
+            card,
+            runner,
+            listener,
+        }
+    }
+
+    pub fn runner(&self) -> &Runner {
+        &self.runner
+    }
+
+    fn default_participant(&self) -> Option<&str> {
+        self.config.default_participant.as_deref()
+    }
+
+    fn appended(&self, task_id: &str) {
+        if let Some(listener) = &self.listener {
+            listener.events_appended(task_id);
+        }
+    }
+
+    async fn read(&self, task_id: &str) -> Result<Option<StoredTask>, ServiceError> {
+        self.store.get(task_id).await.map_err(store_error)
+    }
+
+    /// A task the caller may see, or not found (a stranger cannot tell the difference).
+    async fn visible(&self, task_id: &str, caller: &str) -> Result<StoredTask, ServiceError> {
+        match self.read(task_id).await? {
+            Some(t) if policy::authorize(&t.record.extension, caller, Action::Read).is_ok() => {
+                Ok(t)
+            }
+            _ => Err(ServiceError::TaskNotFound(task_id.to_owned())),
+        }
+    }
+
+    async fn full_view(
+        &self,
+        stored: &StoredTask,
+        history: Option<usize>,
+        artifacts: bool,
+    ) -> Result<Task, ServiceError> {
+        let id = &stored.record.id;
+        let history = match history {
+            Some(0) => None,
+            limit => Some(self.store.history(id, limit).await.map_err(store_error)?),
+        };
+        let artifacts = if artifacts {
+            Some(self.store.artifacts(id).await.map_err(store_error)?).filter(|a| !a.is_empty())
+        } else {
+            None
+        };
+        Ok(view::task(&stored.record, history, artifacts))
+    }
+
+    async fn commit(&self, changes: Vec<Change>) -> Result<(), StoreError> {
+        let touched: Vec<String> = changes
+            .iter()
+            .filter(|c| match c {
+                Change::Create(new) => !new.events.is_empty(),
+                Change::Update(update) => !update.events.is_empty(),
+            })
+            .map(|c| c.task_id().to_owned())
+            .collect();
+        self.store.commit(changes).await?;
+        for task_id in touched {
+            self.appended(&task_id);
+        }
+        Ok(())
+    }
+
+    /// Media types the card accepts (`ContentTypeNotSupported` otherwise).
+    fn check_parts(&self, message: &Message) -> Result<(), ServiceError> {
+        for (i, part) in message.parts.iter().enumerate() {
+            let mt = media_type(part);
+            if !self.card.default_input_modes.iter().any(|m| m == mt) {
+                return Err(ServiceError::ContentTypeNotSupported(format!(
+                    "part {} has media type {mt}, which this agent does not accept (accepted: {})",
+                    i + 1,
+                    self.card.default_input_modes.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_message(&self, message: &Message) -> Result<(), ServiceError> {
+        if message.message_id.is_empty() {
+            return Err(ServiceError::InvalidParams(
+                "message.messageId is required".to_owned(),
+            ));
+        }
+        if message.role != Role::User {
+            return Err(ServiceError::InvalidParams(
+                "message.role must be ROLE_USER".to_owned(),
+            ));
+        }
+        if message.parts.is_empty() {
+            return Err(ServiceError::InvalidParams(
+                "message.parts must contain at least one part".to_owned(),
+            ));
+        }
+        self.check_parts(message)
+    }
+
+    /// Intake of a message: refusals, commands, envelopes, new tasks, queueing.
+    async fn intake(
+        &self,
+        ctx: &RequestContext,
+        req: &SendMessageRequest,
+    ) -> Result<Intake, ServiceError> {
+        let message = &req.message;
+        self.check_message(message)?;
+        let sender = identity::sender(ctx, message, self.default_participant())?;
+        let push = req
+            .configuration
+            .as_ref()
+            .and_then(|c| c.task_push_notification_config.clone());
+        if let Some(config) = &push {
+            check_webhook_url(&config.url, &self.webhook_policy()).await?;
+        }
+        let intake = match &message.task_id {
+            None => self.new_task(&sender, message).await?,
+            Some(task_id) => self.follow_up(&sender, task_id, message).await?,
+        };
+        if let (
+            Some(mut config),
+            Intake::Queued {
+                task_id, from_seq, ..
+            },
+        ) = (push, &intake)
+        {
+            config.task_id.clone_from(task_id);
+            self.put_push_config(config, *from_seq).await?;
+        }
+        Ok(intake)
+    }
+
+    fn webhook_policy(&self) -> WebhookPolicy {
+        WebhookPolicy {
+            allow_private: self.config.allow_private_webhooks,
+        }
+    }
+
+    /// The message as the task keeps it: with the task and context it belongs to.
+    fn inbox_item(sender: &str, message: &Message, record: &TaskRecord) -> InboxItem {
+        let mut message = message.clone();
+        message.task_id = Some(record.id.clone());
+        message.context_id = Some(record.context_id.clone());
+        InboxItem {
+            key: InboxKey {
+                enqueued_at: Utc::now(),
+                message_id: message.message_id.clone(),
+            },
+            sender: sender.to_owned(),
+            message,
+        }
+    }
+
+    async fn new_task(&self, sender: &str, message: &Message) -> Result<Intake, ServiceError> {
+        let text = text_of(message);
+        let task_id = a2a::new_task_id();
+        let context_id = message
+            .context_id
+            .clone()
+            .unwrap_or_else(a2a::new_context_id);
+        let envelope = envelope::find_envelope(&message.parts).map_err(domain_error)?;
+        let payload = match &envelope {
+            Some(Envelope::Task(payload)) => Some(payload),
+            _ => None,
+        };
+        let extension = envelope::new_task_extension(sender, &self.config.agent_id, &text, payload)
+            .map_err(domain_error)?;
+        if message
+            .parts
+            .iter()
+            .any(|p| media_type(p) == A2UI_MEDIA_TYPE)
+        {
+            return Err(ServiceError::InvalidParams(
+                "a new task has no A2UI surfaces to act on (a2ui.unknown_surface_or_component)"
+                    .to_owned(),
+            ));
+        }
+        let now = Utc::now();
+        let mut record = TaskRecord {
+            id: task_id.clone(),
+            context_id: context_id.clone(),
+            status: view::status(TaskState::Submitted, None, now),
+            sub_state: None,
+            extension,
+            agent: Default::default(),
+        };
+        let created = view::task(&record, None, None);
+        let mut new = NewTask::new(record.clone());
+        new.events.push(StreamResponse::Task(created.clone()));
+        new.audit.push(AuditEntry {
+            at: now,
+            message_id: message.message_id.clone(),
+            participant_id: Some(sender.to_owned()),
+            accepted: true,
+            reason: "created the task".to_owned(),
+        });
+
+        if let Some(command) = commands::parse(&message.parts) {
+            // A command as the first message opens a conversation that waits for the next one.
+            let reply = command
+                .and_then(|c| commands::apply(&record.extension, &self.config.catalog, &c))
+                .map(|outcome| {
+                    if let Some(ext) = outcome.task {
+                        record.extension = ext;
+                    }
+                    outcome.reply
+                })
+                .unwrap_or_else(|refusal| refusal.to_string());
+            let transition = lifecycle::next(
+                &TaskState::Submitted,
+                None,
+                task_core::extension::Lifecycle::Conversation,
+                LifecycleEvent::CommandApplied,
+            )
+            .map_err(domain_error)?;
+            record.status = view::status(
+                transition.to,
+                Some(view::agent_message(&record, reply)),
+                now,
+            );
+            record.sub_state = transition.sub_state;
+            new.record = record.clone();
+            new.message_ids.push(message.message_id.clone());
+            let event = view::status_update(&record, Some(&message.message_id));
+            new.events.push(event.clone());
+            self.commit(vec![Change::Create(Box::new(new))])
+                .await
+                .map_err(store_error)?;
+            return Ok(Intake::answered(
+                view::task(&record, Some(vec![]), None),
+                event,
+            ));
+        }
+
+        let has_content = message
+            .parts
+            .iter()
+            .any(|p| !matches!(envelope_kind(p), Some(EnvelopePart::Task)));
+        if has_content {
+            new.inbox.push(Self::inbox_item(sender, message, &record));
+        } else {
+            new.message_ids.push(message.message_id.clone());
+        }
+        self.commit(vec![Change::Create(Box::new(new))])
+            .await
+            .map_err(store_error)?;
+        if has_content {
+            Ok(Intake::Queued {
+                task_id,
+                message_id: message.message_id.clone(),
+                first: Box::new(created),
+                from_seq: 1,
+            })
+        } else {
+            // An envelope alone creates the task and asks nothing of the agent.
+            Ok(Intake::answered(
+                created.clone(),
+                StreamResponse::Task(created),
+            ))
+        }
+    }
+
+    async fn follow_up(
+        &self,
+        sender: &str,
+        task_id: &str,
+        message: &Message,
+    ) -> Result<Intake, ServiceError> {
+        for _ in 0..MAX_RETRIES {
+            let stored = self
+                .read(task_id)
+                .await?
+                .ok_or_else(|| ServiceError::TaskNotFound(task_id.to_owned()))?;
+            match self.follow_up_on(sender, &stored, message).await {
+                Err(Retry::Again) => continue,
+                Err(Retry::Fail(err)) => return Err(err),
+                Ok(intake) => return Ok(intake),
+            }
+        }
+        Err(ServiceError::Unavailable)
+    }
+
+    /// Refuses a message with a status update that says why; the task is unchanged but for
+    /// its audit log, and the sender sees nothing of it beyond id, context and state.
+    async fn refuse(
+        &self,
+        stored: &StoredTask,
+        sender: &str,
+        message: &Message,
+        reason: &str,
+    ) -> Result<Intake, Retry> {
+        let now = Utc::now();
+        let text = format!("message not accepted: {reason}");
+        let notice = view::notice(stored, &text, now, Some(&message.message_id));
+        let mut update = TaskUpdate::new(stored.clone());
+        update.audit.push(AuditEntry {
+            at: now,
+            message_id: message.message_id.clone(),
+            participant_id: Some(sender.to_owned()),
+            accepted: false,
+            reason: reason.to_owned(),
+        });
+        self.commit(vec![Change::Update(Box::new(update))])
+            .await
+            .map_err(Retry::from)?;
+        let task = if policy::authorize(&stored.record.extension, sender, Action::Read).is_ok() {
+            let mut task = view::task(&stored.record, None, None);
+            task.status = notice.status.clone();
+            task
+        } else {
+            view::refusal_task(stored, notice.status.clone())
+        };
+        Ok(Intake::answered(task, StreamResponse::StatusUpdate(notice)))
+    }
+
+    async fn follow_up_on(
+        &self,
+        sender: &str,
+        stored: &StoredTask,
+        message: &Message,
+    ) -> Result<Intake, Retry> {
+        let record = &stored.record;
+        if let Some(ctx) = &message.context_id {
+            if *ctx != record.context_id {
+                return Err(Retry::Fail(ServiceError::InvalidParams(format!(
+                    "contextId {ctx} does not match the task's context {}",
+                    record.context_id
+                ))));
+            }
+        }
+        if policy::authorize(&record.extension, sender, Action::Send).is_err() {
+            return self
+                .refuse(
+                    stored,
+                    sender,
+                    message,
+                    &AccessDenied::NotParticipant.to_string(),
+                )
+                .await;
+        }
+        if lifecycle::TERMINAL.contains(record.state()) {
+            return Err(Retry::Fail(domain_error(DomainError::TaskTerminal(
+                record.state().clone(),
+            ))));
+        }
+        if let Some(command) = commands::parse(&message.parts) {
+            return self.command(sender, stored, message, command).await;
+        }
+        // A2UI actions must name a surface and component this task emitted.
+        for part in &message.parts {
+            if let (PartContent::Data(data), A2UI_MEDIA_TYPE) = (&part.content, media_type(part)) {
+                if let Err(refused) = record.agent.surfaces.check_client_message(data) {
+                    return self
+                        .refuse(
+                            stored,
+                            sender,
+                            message,
+                            &format!("{}: {refused}", refused.code()),
+                        )
+                        .await;
+                }
+            }
+        }
+        let envelope =
+            envelope::find_envelope(&message.parts).map_err(|e| Retry::Fail(domain_error(e)))?;
+        let mut edited = false;
+        if let Some(Envelope::Task(payload)) = &envelope {
+            let edit = envelope::apply_envelope(&record.extension, sender, payload)
+                .map_err(|e| Retry::Fail(domain_error(e)))?;
+            let mut next = record.clone();
+            next.extension = edit.task.clone();
+            let mut update = TaskUpdate::new(stored.clone());
+            if edit.changes_participants() {
+                update.actor_role = Some((sender.to_owned(), task_core::extension::Role::Admin));
+            }
+            let mut event = TaskStatusUpdateEvent {
+                task_id: record.id.clone(),
+                context_id: record.context_id.clone(),
+                status: record.status.clone(),
+                metadata: Some(HashMap::from([(
+                    TASK_METADATA_KEY.to_owned(),
+                    next.extension.to_value(),
+                )])),
+            };
+            if !edit.changed.is_empty() {
+                event.metadata.get_or_insert_default().insert(
+                    view::IN_REPLY_TO_KEY.to_owned(),
+                    Value::from(message.message_id.as_str()),
+                );
+                update
+                    .events
+                    .push(StreamResponse::StatusUpdate(event.clone()));
+                update.record = Some(next.clone());
+            }
+            let has_content = message
+                .parts
+                .iter()
+                .any(|p| !matches!(envelope_kind(p), Some(EnvelopePart::Task)));
+            if !has_content {
+                update.message_ids.push(message.message_id.clone());
+            }
+            self.commit(vec![Change::Update(Box::new(update))])
+                .await
+                .map_err(Retry::from)?;
+            if !has_content {
+                let task = view::task(&next, None, None);
+                return Ok(Intake::answered(task, StreamResponse::StatusUpdate(event)));
+            }
+            edited = true;
+        }
+        // Queue it for the runner. The log position is taken before queueing, so the sender's
+        // stream cannot miss the answer.
+        let current = if edited {
+            self.read(&record.id)
+                .await
+                .map_err(Retry::Fail)?
+                .ok_or(Retry::Again)?
+        } else {
+            stored.clone()
+        };
+        match self
+            .store
+            .enqueue(&record.id, Self::inbox_item(sender, message, record))
+            .await
+        {
+            Ok(()) => Ok(Intake::Queued {
+                task_id: record.id.clone(),
+                message_id: message.message_id.clone(),
+                first: Box::new(view::task(&current.record, None, None)),
+                from_seq: current.counters.events,
+            }),
+            Err(StoreError::Conflict(Conflict::DuplicateMessage { .. })) => {
+                // A repeat of a message already received: answer with the task as it is.
+                let task = view::task(&current.record, None, None);
+                Ok(Intake::answered(task.clone(), StreamResponse::Task(task)))
+            }
+            Err(StoreError::Conflict(Conflict::TaskTerminal(_))) => Err(Retry::Again),
+            Err(err) => Err(Retry::Fail(store_error(err))),
+        }
+    }
+
+    async fn command(
+        &self,
+        sender: &str,
+        stored: &StoredTask,
+        message: &Message,
+        command: Result<Command, DomainError>,
+    ) -> Result<Intake, Retry> {
+        let record = &stored.record;
+        let reply = match policy::authorize(&record.extension, sender, Action::Command) {
+            Err(denied) => Err(denied.to_string()),
+            Ok(_) => command
+                .and_then(|c| commands::apply(&record.extension, &self.config.catalog, &c))
+                .map_err(|e| e.to_string()),
+        };
+        let now = Utc::now();
+        let (text, changed) = match reply {
+            Ok(outcome) => (outcome.reply, outcome.task),
+            Err(refusal) => (refusal, None),
+        };
+        let lifecycle = record.extension.effective_lifecycle();
+        let transition = lifecycle::next(
+            record.state(),
+            record.sub_state,
+            lifecycle,
+            LifecycleEvent::CommandApplied,
+        )
+        .map_err(|e| Retry::Fail(domain_error(e)))?;
+        let mut next = record.clone();
+        if let Some(ext) = changed {
+            next.extension = ext;
+        }
+        next.status = view::status(
+            transition.to.clone(),
+            Some(view::agent_message(record, text)),
+            now,
+        );
+        next.sub_state = transition.sub_state;
+        let event = view::status_update(&next, Some(&message.message_id));
+        let mut update = TaskUpdate::new(stored.clone());
+        update.allowed_states = transition.from.to_vec();
+        update.message_ids.push(message.message_id.clone());
+        update.events.push(event.clone());
+        update.audit.push(AuditEntry {
+            at: now,
+            message_id: message.message_id.clone(),
+            participant_id: Some(sender.to_owned()),
+            accepted: true,
+            reason: "command".to_owned(),
+        });
+        update.record = Some(next.clone());
+        match self.commit(vec![Change::Update(Box::new(update))]).await {
+            Ok(()) => Ok(Intake::answered(view::task(&next, None, None), event)),
+            Err(StoreError::Conflict(Conflict::DuplicateMessage { .. })) => {
+                let task = view::task(record, None, None);
+                Ok(Intake::answered(task.clone(), StreamResponse::Task(task)))
+            }
+            Err(err) => Err(Retry::from(err)),
+        }
+    }
+
+    async fn put_push_config(
+        &self,
+        mut config: TaskPushNotificationConfig,
+        from_seq: u64,
+    ) -> Result<TaskPushNotificationConfig, ServiceError> {
+        let id = config
+            .id
+            .clone()
+            .filter(|id| !id.is_empty())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        config.id = Some(id.clone());
+        let stored = self
+            .store
+            .put_push_config(config)
+            .await
+            .map_err(store_error)?;
+        if let Some(listener) = &self.listener {
+            listener.push_config_created(&stored.task_id, &id, from_seq);
+        }
+        Ok(stored)
+    }
+
+    /// Events of the task from `from_seq` on, after `first`; ends after a terminal state, or an
+    /// interrupted one that answers `message_id` (any interrupted one when `None`).
+    fn follow(
+        &self,
+        task_id: String,
+        first: Task,
+        from_seq: u64,
+        message_id: Option<String>,
+    ) -> EventStream {
+        let ends_at_once = lifecycle::TERMINAL.contains(&first.status.state);
+        let store = self.store.clone();
+        let poll = self.config.poll_interval;
+        let first = stream::once(async move { Ok(StreamResponse::Task(first)) });
+        if ends_at_once {
+            return first.boxed();
+        }
+        let rest = stream::unfold(
+            (
+                store,
+                from_seq,
+                Vec::<StreamResponse>::new().into_iter(),
+                false,
+            ),
+            move |(store, mut next, mut pending, mut done)| {
+                let task_id = task_id.clone();
+                let message_id = message_id.clone();
+                async move {
+                    loop {
+                        if let Some(event) = pending.next() {
+                            let state = view::event_state(&event);
+                            let terminal = state.is_some_and(|s| lifecycle::TERMINAL.contains(s));
+                            let answers = match (&message_id, view::event_in_reply_to(&event)) {
+                                (None, _) => true,
+                                (Some(mine), Some(theirs)) => mine == theirs,
+                                (Some(_), None) => false,
+                            };
+                            if terminal || (state.is_some_and(view::is_interrupted) && answers) {
+                                done = true;
+                            }
+                            return Some((Ok(event), (store, next, pending, done)));
+                        }
+                        if done {
+                            return None;
+                        }
+                        match store.events(&task_id, next, 100).await {
+                            Ok(events) if events.is_empty() => tokio::time::sleep(poll).await,
+                            Ok(events) => {
+                                next = events.last().map_or(next, |e| e.seq + 1);
+                                pending = events
+                                    .into_iter()
+                                    .map(|e| e.event)
+                                    .collect::<Vec<_>>()
+                                    .into_iter();
+                            }
+                            Err(err) => {
+                                return Some((Err(store_error(err)), (store, next, pending, true)));
+                            }
+                        }
+                    }
+                }
+            },
+        );
+        first.chain(rest).boxed()
+    }
+}
+
+/// A follow-up attempt: retry on a fresh read, or fail with this error.
+enum Retry {
+    Again,
+    Fail(ServiceError),
+}
+
+impl From<StoreError> for Retry {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Conflict(Conflict::TaskChanged(_)) => Retry::Again,
+            StoreError::Conflict(Conflict::DuplicateMessage { .. }) => Retry::Fail(
+                ServiceError::InvalidParams("this message id was already received".to_owned()),
+            ),
+            other => Retry::Fail(store_error(other)),
+        }
+    }
+}
+
+enum EnvelopePart {
+    Task,
+}
+
+/// Whether a part is a task envelope (applied on arrival, never shown to the agent).
+fn envelope_kind(part: &Part) -> Option<EnvelopePart> {
+    match (media_type(part), &part.content) {
+        (task_core::TASK_MEDIA_TYPE, _) => Some(EnvelopePart::Task),
+        (task_core::EVENT_MEDIA_TYPE, PartContent::Data(data))
+            if data.get("kind").and_then(Value::as_str) == Some("task") =>
+        {
+            Some(EnvelopePart::Task)
+        }
+        _ => None,
+    }
+}
+
+#[async_trait]
+impl A2aApi for Service {
+    fn agent_card(&self) -> &AgentCard {
+        &self.card
+    }
+
+    async fn send_message(
+        &self,
+        ctx: &RequestContext,
+        req: SendMessageRequest,
+    ) -> Result<SendMessageResponse, ServiceError> {
+        let history =
+            view::history_limit(req.configuration.as_ref().and_then(|c| c.history_length))?;
+        let immediately = req
+            .configuration
+            .as_ref()
+            .and_then(|c| c.return_immediately)
+            .unwrap_or(false);
+        match self.intake(ctx, &req).await? {
+            Intake::Answered { task, .. } => Ok(SendMessageResponse::Task(*task)),
+            Intake::Queued {
+                task_id,
+                message_id,
+                first,
+                from_seq,
+            } => {
+                self.runner.kick(&task_id);
+                if !immediately {
+                    // Blocking: until the task ends or waits on the answer to this message.
+                    let mut events =
+                        self.follow(task_id.clone(), *first, from_seq, Some(message_id));
+                    let wait = async { while events.next().await.is_some() {} };
+                    if tokio::time::timeout(self.config.blocking_timeout, wait)
+                        .await
+                        .is_err()
+                    {
+                        warn!(task_id, "blocking send answered before the task settled");
+                    }
+                }
+                let stored = self
+                    .read(&task_id)
+                    .await?
+                    .ok_or_else(|| ServiceError::TaskNotFound(task_id.clone()))?;
+                Ok(SendMessageResponse::Task(
+                    self.full_view(&stored, history, true).await?,
+                ))
+            }
+        }
+    }
+
+    async fn send_streaming_message(
+        &self,
+        ctx: &RequestContext,
+        req: SendMessageRequest,
+    ) -> Result<EventStream, ServiceError> {
+        match self.intake(ctx, &req).await? {
+            Intake::Answered { event, .. } => Ok(stream::once(async move { Ok(*event) }).boxed()),
+            Intake::Queued {
+                task_id,
+                message_id,
+                first,
+                from_seq,
+            } => {
+                self.runner.kick(&task_id);
+                Ok(self.follow(task_id, *first, from_seq, Some(message_id)))
+            }
+        }
+    }
+
+    async fn get_task(
+        &self,
+        ctx: &RequestContext,
+        req: GetTaskRequest,
+    ) -> Result<Task, ServiceError> {
+        let caller = identity::caller(ctx, self.default_participant())?;
+        let history = view::history_limit(req.history_length)?;
+        let stored = self.visible(&req.id, &caller).await?;
+        self.full_view(&stored, history, true).await
+    }
+
+    async fn list_tasks(
+        &self,
+        ctx: &RequestContext,
+        req: ListTasksRequest,
+    ) -> Result<ListTasksResponse, ServiceError> {
+        let caller = identity::caller(ctx, self.default_participant())?;
+        let page_size = match req.page_size {
+            None => 50,
+            Some(n) if (1..=100).contains(&n) => n as usize,
+            Some(n) => {
+                return Err(ServiceError::InvalidParams(format!(
+                    "pageSize must be between 1 and 100 (got {n})"
+                )));
+            }
+        };
+        // Lists carry no history unless asked: 50 full conversations would be a heavy page.
+        let history = view::history_limit(req.history_length)?.or(Some(0));
+        let query = ListQuery {
+            context_id: req.context_id.clone().filter(|c| !c.is_empty()),
+            state: req.status.clone().filter(|s| *s != TaskState::Unspecified),
+            status_after: req.status_timestamp_after,
+            page_size,
+            page_token: req.page_token.clone().filter(|t| !t.is_empty()),
+        };
+        let page = self
+            .store
+            .list(&caller, &query)
+            .await
+            .map_err(store_error)?;
+        let mut tasks = Vec::with_capacity(page.tasks.len());
+        for stored in &page.tasks {
+            tasks.push(
+                self.full_view(stored, history, req.include_artifacts.unwrap_or(false))
+                    .await?,
+            );
+        }
+        Ok(ListTasksResponse {
+            tasks,
+            next_page_token: page.next_page_token,
+            page_size: page_size as i32,
+            total_size: page.total_size as i32,
+        })
+    }
+
+    async fn cancel_task(
+        &self,
+        ctx: &RequestContext,
+        req: CancelTaskRequest,
+    ) -> Result<Task, ServiceError> {
+        let caller = identity::caller(ctx, self.default_participant())?;
+        for _ in 0..MAX_RETRIES {
+            let stored = self.visible(&req.id, &caller).await?;
+            let record = &stored.record;
+            policy::authorize(&record.extension, &caller, Action::Cancel).map_err(|denied| {
+                ServiceError::TaskNotCancelable(format!("the task cannot be canceled: {denied}"))
+            })?;
+            let lifecycle = record.extension.effective_lifecycle();
+            let transition = lifecycle::next(
+                record.state(),
+                record.sub_state,
+                lifecycle,
+                LifecycleEvent::Cancel,
+            )
+            .map_err(domain_error)?;
+            let mut next = record.clone();
+            let message = view::agent_message(record, format!("canceled by {caller}"));
+            next.status = view::status(transition.to.clone(), Some(message), Utc::now());
+            next.sub_state = None;
+            next.agent.pending_help = None;
+            let mut update = TaskUpdate::new(stored.clone());
+            update.allowed_states = transition.from.to_vec();
+            update.events.push(view::status_update(&next, None));
+            update.record = Some(next);
+            match self.commit(vec![Change::Update(Box::new(update))]).await {
+                Ok(()) => {
+                    let stored = self
+                        .read(&req.id)
+                        .await?
+                        .ok_or_else(|| ServiceError::TaskNotFound(req.id.clone()))?;
+                    return self.full_view(&stored, None, true).await;
+                }
+                Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
+                Err(err) => return Err(store_error(err)),
+            }
+        }
+        Err(ServiceError::Unavailable)
+    }
+
+    async fn subscribe_to_task(
+        &self,
+        ctx: &RequestContext,
+        req: SubscribeToTaskRequest,
+    ) -> Result<EventStream, ServiceError> {
+        let caller = identity::caller(ctx, self.default_participant())?;
+        let stored = self.visible(&req.id, &caller).await?;
+        if lifecycle::TERMINAL.contains(stored.record.state()) {
+            return Err(domain_error(DomainError::TaskTerminal(
+                stored.record.state().clone(),
+            )));
+        }
+        let first = self.full_view(&stored, None, true).await?;
+        Ok(self.follow(req.id, first, stored.counters.events, None))
+    }
+
+    async fn create_push_config(
+        &self,
+        ctx: &RequestContext,
+        req: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, ServiceError> {
+        let caller = identity::caller(ctx, self.default_participant())?;
+        let stored = self.visible(&req.task_id, &caller).await?;
+        check_webhook_url(&req.url, &self.webhook_policy()).await?;
+        self.put_push_config(req, stored.counters.events).await
+    }
+
+    async fn get_push_config(
+        &self,
+        ctx: &RequestContext,
+        req: GetTaskPushNotificationConfigRequest,
+    ) -> Result<TaskPushNotificationConfig, ServiceError> {
+        let caller = identity::caller(ctx, self.default_participant())?;
+        self.visible(&req.task_id, &caller).await?;
+        self.store
+            .get_push_config(&req.task_id, &req.id)
+            .await
+            .map_err(store_error)?
+            // A2A answers a missing config as a missing task.
+            .ok_or_else(|| ServiceError::TaskNotFound(req.task_id.clone()))
+    }
+
+    async fn list_push_configs(
+        &self,
+        ctx: &RequestContext,
+        req: ListTaskPushNotificationConfigsRequest,
+    ) -> Result<ListTaskPushNotificationConfigsResponse, ServiceError> {
+        let caller = identity::caller(ctx, self.default_participant())?;
+        self.visible(&req.task_id, &caller).await?;
+        let configs = self
+            .store
+            .list_push_configs(&req.task_id)
+            .await
+            .map_err(store_error)?;
+        Ok(ListTaskPushNotificationConfigsResponse {
+            configs,
+            next_page_token: None,
+        })
+    }
+
+    async fn delete_push_config(
+        &self,
+        ctx: &RequestContext,
+        req: DeleteTaskPushNotificationConfigRequest,
+    ) -> Result<(), ServiceError> {
+        let caller = identity::caller(ctx, self.default_participant())?;
+        self.visible(&req.task_id, &caller).await?;
+        self.store
+            .delete_push_config(&req.task_id, &req.id)
+            .await
+            .map_err(store_error)
+    }
+
+    async fn get_extended_agent_card(
+        &self,
+        ctx: &RequestContext,
+        _req: GetExtendedAgentCardRequest,
+    ) -> Result<AgentCard, ServiceError> {
+        identity::caller(ctx, self.default_participant())?;
+        self.config.extended_card.clone().ok_or_else(|| {
+            ServiceError::UnsupportedOperation(
+                "this agent offers no extended agent card".to_owned(),
+            )
+        })
+    }
+}

@@ -1,0 +1,129 @@
+//! How stored tasks and agent output look on the wire.
+
+use std::collections::HashMap;
+
+use a2a::{
+    Artifact, Message, Part, Role, StreamResponse, Task, TaskState, TaskStatus,
+    TaskStatusUpdateEvent,
+};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use task_core::TASK_METADATA_KEY;
+use task_store::{StoredTask, TaskRecord};
+
+use crate::error::ServiceError;
+
+/// Status-update metadata naming the message whose processing produced the update, so the
+/// sender's stream (or blocking call) knows which update answers it.
+pub const IN_REPLY_TO_KEY: &str = "io.github.madarauchiha-314.tiny-harness/in_reply_to";
+
+/// The task as a client sees it: status, the extension in metadata, and the history and
+/// artifacts when asked for.
+pub fn task(
+    record: &TaskRecord,
+    history: Option<Vec<Message>>,
+    artifacts: Option<Vec<Artifact>>,
+) -> Task {
+    Task {
+        id: record.id.clone(),
+        context_id: record.context_id.clone(),
+        status: record.status.clone(),
+        artifacts,
+        history,
+        metadata: Some(HashMap::from([(
+            TASK_METADATA_KEY.to_owned(),
+            record.extension.to_value(),
+        )])),
+    }
+}
+
+/// What a refused sender sees of a task it may not see: only its id, context and a status
+/// whose message says why.
+pub fn refusal_task(stored: &StoredTask, status: TaskStatus) -> Task {
+    Task {
+        id: stored.record.id.clone(),
+        context_id: stored.record.context_id.clone(),
+        status,
+        artifacts: None,
+        history: None,
+        metadata: None,
+    }
+}
+
+/// A message from the agent on a task.
+pub fn agent_message(record: &TaskRecord, text: impl Into<String>) -> Message {
+    let mut message = Message::new(Role::Agent, vec![Part::text(text)]);
+    message.task_id = Some(record.id.clone());
+    message.context_id = Some(record.context_id.clone());
+    message
+}
+
+/// A status with the current time.
+pub fn status(state: TaskState, message: Option<Message>, now: DateTime<Utc>) -> TaskStatus {
+    TaskStatus {
+        state,
+        message,
+        timestamp: Some(now),
+    }
+}
+
+/// The status update event of `record`'s current status; `in_reply_to` names the message
+/// that caused it.
+pub fn status_update(record: &TaskRecord, in_reply_to: Option<&str>) -> StreamResponse {
+    StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: record.id.clone(),
+        context_id: record.context_id.clone(),
+        status: record.status.clone(),
+        metadata: in_reply_to
+            .map(|id| HashMap::from([(IN_REPLY_TO_KEY.to_owned(), Value::from(id))])),
+    })
+}
+
+/// A status update that changes nothing but says something to the sender.
+pub fn notice(
+    stored: &StoredTask,
+    text: &str,
+    now: DateTime<Utc>,
+    in_reply_to: Option<&str>,
+) -> TaskStatusUpdateEvent {
+    let message = agent_message(&stored.record, text);
+    TaskStatusUpdateEvent {
+        task_id: stored.record.id.clone(),
+        context_id: stored.record.context_id.clone(),
+        status: status(stored.record.status.state.clone(), Some(message), now),
+        metadata: in_reply_to
+            .map(|id| HashMap::from([(IN_REPLY_TO_KEY.to_owned(), Value::from(id))])),
+    }
+}
+
+/// `historyLength`: unset = all, 0 = none (the field is omitted), n = the newest n.
+pub fn history_limit(history_length: Option<i32>) -> Result<Option<usize>, ServiceError> {
+    match history_length {
+        None => Ok(None),
+        Some(n) if n < 0 => Err(ServiceError::InvalidParams(format!(
+            "historyLength must not be negative (got {n})"
+        ))),
+        Some(n) => Ok(Some(n as usize)),
+    }
+}
+
+/// The state an event reports, if it reports one.
+pub fn event_state(event: &StreamResponse) -> Option<&TaskState> {
+    match event {
+        StreamResponse::Task(t) => Some(&t.status.state),
+        StreamResponse::StatusUpdate(s) => Some(&s.status.state),
+        _ => None,
+    }
+}
+
+/// The message an event answers (see [`IN_REPLY_TO_KEY`]).
+pub fn event_in_reply_to(event: &StreamResponse) -> Option<&str> {
+    match event {
+        StreamResponse::StatusUpdate(s) => s.metadata.as_ref()?.get(IN_REPLY_TO_KEY)?.as_str(),
+        _ => None,
+    }
+}
+
+pub fn is_interrupted(state: &TaskState) -> bool {
+    matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
+}

@@ -1,0 +1,873 @@
+//! The service's use cases end to end over the embedded store, with the echo agent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a::{
+    CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
+    ListTasksRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
+    SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
+    TaskState,
+};
+use a2a_service::{A2aApi, EchoAgent, RequestContext, Service, ServiceConfig, ServiceError};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use store_embedded::EmbeddedStore;
+use task_core::{EVENT_MEDIA_TYPE, TASK_MEDIA_TYPE, TASK_METADATA_KEY};
+use task_store::Store;
+
+struct Fixture {
+    service: Service,
+    store: Arc<dyn Store>,
+    _dir: tempfile::TempDir,
+}
+
+fn fixture_with(configure: impl FnOnce(&mut ServiceConfig)) -> Fixture {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let store: Arc<dyn Store> =
+        Arc::new(EmbeddedStore::open(dir.path().join("tasks.redb")).expect("open"));
+    let mut config = ServiceConfig::local("http://127.0.0.1:8080");
+    config.poll_interval = Duration::from_millis(10);
+    config.blocking_timeout = Duration::from_secs(10);
+    configure(&mut config);
+    let service = Service::new(store.clone(), config, Arc::new(EchoAgent), None);
+    Fixture {
+        service,
+        store,
+        _dir: dir,
+    }
+}
+
+fn fixture() -> Fixture {
+    fixture_with(|_| {})
+}
+
+fn list_request() -> ListTasksRequest {
+    ListTasksRequest {
+        context_id: None,
+        status: None,
+        page_size: None,
+        page_token: None,
+        history_length: None,
+        status_timestamp_after: None,
+        include_artifacts: None,
+        tenant: None,
+    }
+}
+
+fn ctx() -> RequestContext {
+    RequestContext::default()
+}
+
+fn as_participant(id: &str) -> RequestContext {
+    RequestContext {
+        participant_header: Some(id.into()),
+        ..Default::default()
+    }
+}
+
+fn message(from: &str, id: &str, parts: Vec<Part>) -> Message {
+    let mut m = Message::new(Role::User, parts);
+    m.message_id = id.into();
+    m.metadata = Some(HashMap::from([("participant_id".to_owned(), json!(from))]));
+    m
+}
+
+fn text(from: &str, id: &str, text: &str) -> Message {
+    message(from, id, vec![Part::text(text)])
+}
+
+fn send(message: Message) -> SendMessageRequest {
+    SendMessageRequest {
+        message,
+        configuration: None,
+        metadata: None,
+        tenant: None,
+    }
+}
+
+fn follow_up(mut message: Message, task: &Task) -> SendMessageRequest {
+    message.task_id = Some(task.id.clone());
+    send(message)
+}
+
+async fn send_ok(f: &Fixture, req: SendMessageRequest) -> Task {
+    match f.service.send_message(&ctx(), req).await.expect("send") {
+        SendMessageResponse::Task(task) => task,
+        other => panic!("expected a task, got {other:?}"),
+    }
+}
+
+fn status_text(task: &Task) -> String {
+    task.status
+        .message
+        .as_ref()
+        .and_then(|m| m.parts[0].as_text())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn ext(task: &Task) -> &Value {
+    &task.metadata.as_ref().expect("metadata")[TASK_METADATA_KEY]
+}
+
+async fn events(f: &Fixture, task_id: &str) -> Vec<(String, Option<TaskState>)> {
+    f.store
+        .events(task_id, 0, 1000)
+        .await
+        .expect("events")
+        .into_iter()
+        .map(|e| match e.event {
+            StreamResponse::Task(t) => ("task".to_owned(), Some(t.status.state)),
+            StreamResponse::StatusUpdate(s) => ("status".to_owned(), Some(s.status.state)),
+            StreamResponse::ArtifactUpdate(_) => ("artifact".to_owned(), None),
+            StreamResponse::Message(_) => ("message".to_owned(), None),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_new_conversation_echoes_and_waits_for_the_next_message() {
+    let f = fixture();
+    let task = send_ok(
+        &f,
+        send(text("alice", "m-1", "Refund order 48213\nIt was late")),
+    )
+    .await;
+    assert_eq!(task.status.state, TaskState::InputRequired);
+    assert_eq!(status_text(&task), "Refund order 48213\nIt was late");
+    let history = task.history.as_ref().expect("history");
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[0].message_id, "m-1");
+    assert_eq!(
+        history[0].task_id.as_deref(),
+        Some(task.id.as_str()),
+        "kept with its task and context"
+    );
+    assert_eq!(
+        history[0].context_id.as_deref(),
+        Some(task.context_id.as_str())
+    );
+    assert_eq!(history[1].role, Role::Agent);
+    let ext = ext(&task);
+    assert_eq!(ext["name"], "Refund order 48213");
+    assert_eq!(ext["lifecycle"], "conversation");
+    assert_eq!(
+        ext["participants"][0],
+        json!({"id": "alice", "kind": "human", "role": "reporter", "display_name": ""})
+    );
+    assert_eq!(
+        events(&f, &task.id).await,
+        vec![
+            ("task".into(), Some(TaskState::Submitted)),
+            ("status".into(), Some(TaskState::Working)),
+            ("status".into(), Some(TaskState::InputRequired)),
+        ]
+    );
+
+    let next = send_ok(
+        &f,
+        follow_up(text("alice", "m-2", "And the shipping?"), &task),
+    )
+    .await;
+    assert_eq!(
+        (next.status.state.clone(), status_text(&next)),
+        (TaskState::InputRequired, "And the shipping?".to_owned())
+    );
+    assert_eq!(next.history.expect("history").len(), 4);
+    let audit = f.store.audit(&task.id).await.expect("audit");
+    assert!(audit.iter().all(|e| e.accepted));
+}
+
+#[tokio::test]
+async fn a_conversation_completes_when_every_criterion_is_met() {
+    let f = fixture();
+    let envelope = Part::data(json!({"name": "Audit", "goal": "Audit the ledger",
+        "acceptance_criteria": [{"text": "ledger read"}]}))
+    .with_media_type(TASK_MEDIA_TYPE);
+    let task = send_ok(
+        &f,
+        send(message("alice", "m-1", vec![Part::text("start"), envelope])),
+    )
+    .await;
+    assert_eq!(task.status.state, TaskState::InputRequired);
+    assert_eq!(ext(&task)["name"], "Audit");
+    // The reporter marks the criterion met with an upstream-form envelope and a comment.
+    let met = Part::data(json!({"kind": "task", "payload": {"acceptance_criteria": [{"text": "ledger read", "met": true}]}}))
+        .with_media_type(EVENT_MEDIA_TYPE);
+    let done = send_ok(
+        &f,
+        follow_up(
+            message("alice", "m-2", vec![Part::text("done, thanks"), met]),
+            &task,
+        ),
+    )
+    .await;
+    assert_eq!(done.status.state, TaskState::Completed);
+    assert_eq!(status_text(&done), "done, thanks");
+    assert_eq!(ext(&done)["acceptance_criteria"][0]["met"], true);
+    // A terminal task takes no more messages.
+    let err = f
+        .service
+        .send_message(&ctx(), follow_up(text("alice", "m-3", "more"), &task))
+        .await
+        .expect_err("terminal");
+    assert!(
+        matches!(err, ServiceError::UnsupportedOperation(ref m) if m.contains("terminal state")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_non_participant_is_refused_with_a_status_update_that_says_why() {
+    let f = fixture();
+    let task = send_ok(&f, send(text("alice", "m-1", "private matter"))).await;
+    let before = events(&f, &task.id).await;
+    let refused = send_ok(&f, follow_up(text("mallory", "m-2", "let me in"), &task)).await;
+    assert_eq!(refused.id, task.id);
+    assert_eq!(
+        refused.status.state,
+        TaskState::InputRequired,
+        "state unchanged"
+    );
+    assert_eq!(
+        status_text(&refused),
+        "message not accepted: not a participant"
+    );
+    assert!(
+        refused.history.is_none() && refused.metadata.is_none() && refused.artifacts.is_none(),
+        "nothing leaks"
+    );
+    assert_eq!(events(&f, &task.id).await, before, "nothing else changes");
+    let audit = f.store.audit(&task.id).await.expect("audit");
+    let entry = audit
+        .iter()
+        .find(|e| e.message_id == "m-2")
+        .expect("audited");
+    assert_eq!(
+        (entry.accepted, entry.reason.as_str()),
+        (false, "not a participant")
+    );
+    // The stream gets exactly that one event.
+    let mut stream = f
+        .service
+        .send_streaming_message(&ctx(), follow_up(text("mallory", "m-3", "again"), &task))
+        .await
+        .expect("stream");
+    let only = stream.next().await.expect("one event").expect("ok");
+    assert!(
+        matches!(only, StreamResponse::StatusUpdate(ref s) if s.status.message.as_ref().unwrap().parts[0].as_text() == Some("message not accepted: not a participant"))
+    );
+    assert!(stream.next().await.is_none());
+    // And reads by a stranger look like a task that does not exist.
+    let get = f
+        .service
+        .get_task(
+            &as_participant("mallory"),
+            GetTaskRequest {
+                id: task.id.clone(),
+                history_length: None,
+                tenant: None,
+            },
+        )
+        .await;
+    assert_eq!(get, Err(ServiceError::TaskNotFound(task.id.clone())));
+    let missing = f
+        .service
+        .get_task(
+            &as_participant("alice"),
+            GetTaskRequest {
+                id: "nope".into(),
+                history_length: None,
+                tenant: None,
+            },
+        )
+        .await;
+    assert_eq!(missing, Err(ServiceError::TaskNotFound("nope".into())));
+}
+
+#[tokio::test]
+async fn identity_is_required_unless_a_default_is_configured() {
+    let f = fixture();
+    let mut anonymous = Message::new(Role::User, vec![Part::text("hi")]);
+    anonymous.message_id = "m-1".into();
+    let err = f
+        .service
+        .send_message(&ctx(), send(anonymous.clone()))
+        .await
+        .expect_err("no participant");
+    assert_eq!(
+        err,
+        ServiceError::InvalidParams("no participant asserted".into())
+    );
+    let with_default = fixture_with(|c| c.default_participant = Some("guest".into()));
+    let task = send_ok(&with_default, send(anonymous)).await;
+    assert_eq!(ext(&task)["participants"][0]["id"], "guest");
+    // The header names the participant when the message does not.
+    let mut by_header = Message::new(Role::User, vec![Part::text("hi")]);
+    by_header.message_id = "m-2".into();
+    let got = f
+        .service
+        .send_message(&as_participant("bob"), send(by_header))
+        .await
+        .expect("send");
+    let SendMessageResponse::Task(task) = got else {
+        panic!()
+    };
+    assert_eq!(ext(&task)["participants"][0]["id"], "bob");
+}
+
+#[tokio::test]
+async fn commands_change_model_and_effort_without_running_the_agent() {
+    let f = fixture();
+    // A command as the first message opens a conversation waiting for the next one.
+    let task = send_ok(&f, send(text("alice", "m-1", "/effort high"))).await;
+    assert_eq!(
+        (task.status.state.clone(), status_text(&task)),
+        (
+            TaskState::InputRequired,
+            "reasoning effort set to high".to_owned()
+        )
+    );
+    assert_eq!(ext(&task)["reasoning_effort"], "high");
+    let shown = send_ok(&f, follow_up(text("alice", "m-2", "/model"), &task)).await;
+    assert_eq!(
+        status_text(&shown),
+        "model: echo (default); available: echo (echo)"
+    );
+    let refused = send_ok(&f, follow_up(text("alice", "m-3", "/model gpt-9"), &task)).await;
+    assert_eq!(
+        status_text(&refused),
+        "unknown model \"gpt-9\"; available: echo (echo)"
+    );
+    assert_eq!(
+        refused.status.state,
+        TaskState::InputRequired,
+        "state unchanged"
+    );
+    let set = send_ok(&f, follow_up(text("alice", "m-4", "/model echo"), &task)).await;
+    assert_eq!(status_text(&set), "model set to echo (echo)");
+    assert_eq!(ext(&set)["model"], "echo");
+    let history = f.store.history(&task.id, None).await.expect("history");
+    assert!(
+        history.is_empty(),
+        "commands are not prompts: the agent never saw them"
+    );
+}
+
+#[tokio::test]
+async fn envelopes_that_set_server_controlled_fields_are_refused_whole() {
+    let f = fixture();
+    for (key, value) in [
+        ("model", json!("m")),
+        ("lifecycle", json!("delegated")),
+        ("reasoning_effort", json!("low")),
+    ] {
+        let mut payload = json!({"name": "x", "goal": "y"});
+        payload[key] = value;
+        let part = Part::data(payload).with_media_type(TASK_MEDIA_TYPE);
+        let err = f
+            .service
+            .send_message(
+                &ctx(),
+                send(message("alice", &format!("m-{key}"), vec![part])),
+            )
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            err,
+            ServiceError::InvalidParams(format!(
+                "task envelope cannot set server-controlled field(s): {key}"
+            ))
+        );
+    }
+    let list = f
+        .service
+        .list_tasks(&as_participant("alice"), list_request())
+        .await
+        .expect("list");
+    assert_eq!(list.total_size, 0, "no task was created");
+    let bogus =
+        Part::data(json!({"kind": "bogus", "payload": {}})).with_media_type(EVENT_MEDIA_TYPE);
+    let err = f
+        .service
+        .send_message(&ctx(), send(message("alice", "m-b", vec![bogus])))
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(err, ServiceError::InvalidParams(ref m) if m.starts_with("invalid event envelope"))
+    );
+}
+
+#[tokio::test]
+async fn a_repeated_message_id_is_processed_once() {
+    let f = fixture();
+    let task = send_ok(&f, send(text("alice", "m-1", "hello"))).await;
+    let again = send_ok(&f, follow_up(text("alice", "m-2", "second"), &task)).await;
+    let repeat = send_ok(&f, follow_up(text("alice", "m-2", "second"), &task)).await;
+    assert_eq!(repeat.id, again.id);
+    let history = f.store.history(&task.id, None).await.expect("history");
+    assert_eq!(history.iter().filter(|m| m.message_id == "m-2").count(), 1);
+}
+
+#[tokio::test]
+async fn context_ids_and_history_lengths() {
+    let f = fixture();
+    let mut first = text("alice", "m-1", "hello");
+    first.context_id = Some("ctx-mine".into());
+    let task = send_ok(&f, send(first)).await;
+    assert_eq!(
+        task.context_id, "ctx-mine",
+        "a client-provided context id is kept"
+    );
+    let mut wrong = text("alice", "m-2", "hi");
+    wrong.context_id = Some("other".into());
+    let err = f
+        .service
+        .send_message(&ctx(), follow_up(wrong, &task))
+        .await
+        .expect_err("mismatch");
+    assert!(matches!(err, ServiceError::InvalidParams(ref m) if m.contains("does not match")));
+    let get = |n| GetTaskRequest {
+        id: task.id.clone(),
+        history_length: n,
+        tenant: None,
+    };
+    let alice = as_participant("alice");
+    assert!(
+        f.service
+            .get_task(&alice, get(Some(0)))
+            .await
+            .expect("get")
+            .history
+            .is_none()
+    );
+    assert_eq!(
+        f.service
+            .get_task(&alice, get(Some(1)))
+            .await
+            .expect("get")
+            .history
+            .expect("h")
+            .len(),
+        1
+    );
+    assert_eq!(
+        f.service
+            .get_task(&alice, get(None))
+            .await
+            .expect("get")
+            .history
+            .expect("h")
+            .len(),
+        2
+    );
+    assert!(matches!(
+        f.service.get_task(&alice, get(Some(-1))).await,
+        Err(ServiceError::InvalidParams(_))
+    ));
+    let unknown = f
+        .service
+        .send_message(
+            &ctx(),
+            follow_up(
+                text("alice", "m-3", "x"),
+                &Task {
+                    id: "nope".into(),
+                    ..task.clone()
+                },
+            ),
+        )
+        .await;
+    assert_eq!(
+        unknown.expect_err("unknown"),
+        ServiceError::TaskNotFound("nope".into())
+    );
+}
+
+#[tokio::test]
+async fn return_immediately_answers_before_the_agent_runs() {
+    let f = fixture();
+    let mut req = send(text("alice", "m-1", "hello"));
+    req.configuration = Some(SendMessageConfiguration {
+        return_immediately: Some(true),
+        accepted_output_modes: None,
+        task_push_notification_config: None,
+        history_length: None,
+    });
+    let task = send_ok(&f, req).await;
+    assert!(matches!(
+        task.status.state,
+        TaskState::Submitted | TaskState::Working | TaskState::InputRequired
+    ));
+    // The run goes on in the background.
+    for _ in 0..200 {
+        let now = f
+            .service
+            .get_task(
+                &as_participant("alice"),
+                GetTaskRequest {
+                    id: task.id.clone(),
+                    history_length: None,
+                    tenant: None,
+                },
+            )
+            .await
+            .expect("get");
+        if now.status.state == TaskState::InputRequired {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the background run never finished");
+}
+
+#[tokio::test]
+async fn a_stream_gives_the_task_then_its_updates_and_ends_when_it_waits() {
+    let f = fixture();
+    let stream = f
+        .service
+        .send_streaming_message(&ctx(), send(text("alice", "m-1", "stream me")))
+        .await
+        .expect("stream");
+    let events: Vec<_> = stream.collect().await;
+    let kinds: Vec<_> = events
+        .iter()
+        .map(|e| match e.as_ref().expect("ok") {
+            StreamResponse::Task(t) => format!("task:{:?}", t.status.state),
+            StreamResponse::StatusUpdate(s) => format!("status:{:?}", s.status.state),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["task:Submitted", "status:Working", "status:InputRequired"]
+    );
+    let StreamResponse::Task(task) = events[0].as_ref().expect("ok") else {
+        panic!()
+    };
+    assert!(
+        ext(task).is_object(),
+        "the first event carries the extension"
+    );
+}
+
+#[tokio::test]
+async fn subscribe_follows_a_task_until_it_waits_or_ends() {
+    let f = fixture();
+    let task = send_ok(&f, send(text("alice", "m-1", "hello"))).await;
+    let alice = as_participant("alice");
+    let sub = f
+        .service
+        .subscribe_to_task(
+            &alice,
+            SubscribeToTaskRequest {
+                id: task.id.clone(),
+                tenant: None,
+            },
+        )
+        .await
+        .expect("subscribe");
+    let follower =
+        tokio::spawn(async move { sub.map(|e| e.expect("ok")).collect::<Vec<_>>().await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    send_ok(&f, follow_up(text("alice", "m-2", "again"), &task)).await;
+    let seen = tokio::time::timeout(Duration::from_secs(5), follower)
+        .await
+        .expect("ends")
+        .expect("task");
+    assert!(
+        matches!(seen[0], StreamResponse::Task(ref t) if t.status.state == TaskState::InputRequired)
+    );
+    let states: Vec<_> = seen[1..]
+        .iter()
+        .map(|e| match e {
+            StreamResponse::StatusUpdate(s) => s.status.state.clone(),
+            _ => TaskState::Unspecified,
+        })
+        .collect();
+    assert_eq!(states, [TaskState::Working, TaskState::InputRequired]);
+    // Strangers and terminal tasks.
+    let stranger = f
+        .service
+        .subscribe_to_task(
+            &as_participant("mallory"),
+            SubscribeToTaskRequest {
+                id: task.id.clone(),
+                tenant: None,
+            },
+        )
+        .await;
+    assert!(matches!(stranger, Err(ServiceError::TaskNotFound(_))));
+    f.service
+        .cancel_task(
+            &alice,
+            CancelTaskRequest {
+                id: task.id.clone(),
+                metadata: None,
+                tenant: None,
+            },
+        )
+        .await
+        .expect("cancel");
+    let ended = f
+        .service
+        .subscribe_to_task(
+            &alice,
+            SubscribeToTaskRequest {
+                id: task.id.clone(),
+                tenant: None,
+            },
+        )
+        .await;
+    assert!(matches!(ended, Err(ServiceError::UnsupportedOperation(_))));
+}
+
+#[tokio::test]
+async fn cancel_is_for_reporters_and_admins_and_happens_once() {
+    let f = fixture();
+    let envelope = Part::data(json!({"name": "n", "goal": "g", "participants": [
+        {"id": "alice", "kind": "human", "role": "reporter"},
+        {"id": "carol", "kind": "human", "role": "assignee"}]}))
+    .with_media_type(TASK_MEDIA_TYPE);
+    let task = send_ok(
+        &f,
+        send(message("alice", "m-1", vec![Part::text("go"), envelope])),
+    )
+    .await;
+    let req = || CancelTaskRequest {
+        id: task.id.clone(),
+        metadata: None,
+        tenant: None,
+    };
+    let err = f
+        .service
+        .cancel_task(&as_participant("carol"), req())
+        .await
+        .expect_err("assignee");
+    assert_eq!(
+        err,
+        ServiceError::TaskNotCancelable(
+            "the task cannot be canceled: only a reporter or an admin may cancel this task".into()
+        )
+    );
+    assert!(matches!(
+        f.service
+            .cancel_task(&as_participant("mallory"), req())
+            .await,
+        Err(ServiceError::TaskNotFound(_))
+    ));
+    let canceled = f
+        .service
+        .cancel_task(&as_participant("alice"), req())
+        .await
+        .expect("reporter");
+    assert_eq!(
+        (canceled.status.state.clone(), status_text(&canceled)),
+        (TaskState::Canceled, "canceled by alice".to_owned())
+    );
+    let again = f
+        .service
+        .cancel_task(&as_participant("alice"), req())
+        .await
+        .expect_err("terminal");
+    assert!(matches!(again, ServiceError::TaskNotCancelable(_)));
+}
+
+#[tokio::test]
+async fn list_tasks_is_scoped_to_the_caller() {
+    let f = fixture();
+    let a = send_ok(&f, send(text("alice", "m-1", "one"))).await;
+    send_ok(&f, send(text("bob", "m-2", "two"))).await;
+    let b = send_ok(&f, send(text("alice", "m-3", "three"))).await;
+    let alice = as_participant("alice");
+    let list = f
+        .service
+        .list_tasks(&alice, list_request())
+        .await
+        .expect("list");
+    let ids: Vec<_> = list.tasks.iter().map(|t| t.id.clone()).collect();
+    assert_eq!(
+        ids,
+        vec![b.id.clone(), a.id.clone()],
+        "newest first, only alice's"
+    );
+    assert_eq!(
+        (
+            list.total_size,
+            list.page_size,
+            list.next_page_token.as_str()
+        ),
+        (2, 50, "")
+    );
+    assert!(
+        list.tasks
+            .iter()
+            .all(|t| t.history.is_none() && t.artifacts.is_none())
+    );
+    let page = f
+        .service
+        .list_tasks(
+            &alice,
+            ListTasksRequest {
+                page_size: Some(1),
+                history_length: Some(5),
+                ..list_request()
+            },
+        )
+        .await
+        .expect("list");
+    assert_eq!(page.tasks.len(), 1);
+    assert_eq!(page.tasks[0].history.as_ref().expect("asked for").len(), 2);
+    assert!(!page.next_page_token.is_empty());
+    for bad in [0, 101] {
+        let err = f
+            .service
+            .list_tasks(
+                &alice,
+                ListTasksRequest {
+                    page_size: Some(bad),
+                    ..list_request()
+                },
+            )
+            .await;
+        assert!(matches!(err, Err(ServiceError::InvalidParams(_))), "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn push_configs_and_the_private_webhook_guard() {
+    let f = fixture();
+    let task = send_ok(&f, send(text("alice", "m-1", "hello"))).await;
+    let alice = as_participant("alice");
+    let config = |url: &str| TaskPushNotificationConfig {
+        url: url.into(),
+        id: None,
+        task_id: task.id.clone(),
+        token: Some("tok".into()),
+        authentication: None,
+        tenant: None,
+    };
+    let refused = f
+        .service
+        .create_push_config(&alice, config("http://127.0.0.1:9/hook"))
+        .await;
+    assert!(
+        matches!(refused, Err(ServiceError::InvalidParams(ref m)) if m.contains("private") || m.contains("loopback")),
+        "{refused:?}"
+    );
+    let allowed = fixture_with(|c| c.allow_private_webhooks = true);
+    let task2 = send_ok(&allowed, send(text("alice", "m-1", "hello"))).await;
+    let created = allowed
+        .service
+        .create_push_config(
+            &alice,
+            TaskPushNotificationConfig {
+                task_id: task2.id.clone(),
+                ..config("http://127.0.0.1:9/hook")
+            },
+        )
+        .await
+        .expect("allowed");
+    let id = created.id.clone().expect("an id is assigned");
+    let get = GetTaskPushNotificationConfigRequest {
+        task_id: task2.id.clone(),
+        id: id.clone(),
+        tenant: None,
+    };
+    assert_eq!(
+        allowed
+            .service
+            .get_push_config(&alice, get.clone())
+            .await
+            .expect("get"),
+        created
+    );
+    let list = ListTaskPushNotificationConfigsRequest {
+        task_id: task2.id.clone(),
+        page_size: None,
+        page_token: None,
+        tenant: None,
+    };
+    assert_eq!(
+        allowed
+            .service
+            .list_push_configs(&alice, list.clone())
+            .await
+            .expect("list")
+            .configs
+            .len(),
+        1
+    );
+    assert!(matches!(
+        allowed
+            .service
+            .get_push_config(&as_participant("mallory"), get.clone())
+            .await,
+        Err(ServiceError::TaskNotFound(_))
+    ));
+    let delete = DeleteTaskPushNotificationConfigRequest {
+        task_id: task2.id.clone(),
+        id,
+        tenant: None,
+    };
+    allowed
+        .service
+        .delete_push_config(&alice, delete.clone())
+        .await
+        .expect("delete");
+    allowed
+        .service
+        .delete_push_config(&alice, delete)
+        .await
+        .expect("idempotent");
+    assert!(matches!(
+        allowed.service.get_push_config(&alice, get).await,
+        Err(ServiceError::TaskNotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn parts_the_agent_does_not_accept_are_refused() {
+    let f = fixture();
+    let image = Part::raw(vec![1, 2, 3]).with_media_type("image/png");
+    let err = f
+        .service
+        .send_message(
+            &ctx(),
+            send(message("alice", "m-1", vec![Part::text("look"), image])),
+        )
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(err, ServiceError::ContentTypeNotSupported(ref m) if m.starts_with("part 2 has media type image/png")),
+        "{err:?}"
+    );
+    let data = Part::data(json!({"order": 48213}));
+    let task = send_ok(&f, send(message("alice", "m-2", vec![data]))).await;
+    assert_eq!(
+        status_text(&task),
+        "{\"order\":48213}",
+        "data parts reach the agent as JSON"
+    );
+}
+
+#[tokio::test]
+async fn the_extended_card_is_offered_only_when_configured() {
+    let f = fixture();
+    let err = f
+        .service
+        .get_extended_agent_card(
+            &as_participant("alice"),
+            GetExtendedAgentCardRequest { tenant: None },
+        )
+        .await;
+    assert!(matches!(err, Err(ServiceError::UnsupportedOperation(_))));
+    assert_eq!(
+        f.service.agent_card().capabilities.extended_agent_card,
+        Some(false)
+    );
+}
