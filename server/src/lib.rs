@@ -53,6 +53,10 @@ pub struct Options {
     /// The DynamoDB table (with `--store dynamodb`).
     #[arg(long, env = "TABLE_NAME")]
     pub table: Option<String>,
+    /// Create the DynamoDB table from `infra/template.yaml` if it does not exist (for
+    /// DynamoDB Local; deployed tables come from the template itself).
+    #[arg(long, env = "TH_CREATE_TABLE")]
+    pub create_table: bool,
     /// The participant that plain A2A clients (which assert none) act as.
     #[arg(long, env = "TH_DEFAULT_PARTICIPANT")]
     pub default_participant: Option<String>,

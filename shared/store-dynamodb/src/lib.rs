@@ -15,6 +15,7 @@ pub mod keys;
 mod leases;
 mod push;
 pub mod schema;
+pub mod table;
 mod tasks;
 
 use std::sync::Arc;

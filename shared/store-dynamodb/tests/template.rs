@@ -27,9 +27,9 @@ fn the_template_defines_exactly_the_table_the_adapter_uses() {
         def.keys,
         vec![pair(schema::PK, "HASH"), pair(schema::SK, "RANGE")]
     );
-    let indexes: Vec<common::Index> = schema::INDEXES
+    let indexes: Vec<store_dynamodb::table::Index> = schema::INDEXES
         .iter()
-        .map(|i| common::Index {
+        .map(|i| store_dynamodb::table::Index {
             name: i.name.to_owned(),
             keys: vec![pair(i.partition_key, "HASH"), pair(i.sort_key, "RANGE")],
             projection: i.projection.to_owned(),

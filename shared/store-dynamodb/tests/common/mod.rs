@@ -2,135 +2,25 @@
 //! test on the endpoint from the environment, dropped when the test's store is.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use a2a::{Artifact, Message};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, GlobalSecondaryIndex, IndexStatus, KeySchemaElement, KeyType,
-    Projection, ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
-    TableStatus, TimeToLiveSpecification,
-};
 use chrono::{DateTime, Duration as Ttl, Utc};
-use serde_yaml_ng::Value;
-use store_dynamodb::{DynamoDbStore, schema};
+use store_dynamodb::DynamoDbStore;
 use task_store::*;
 
-// ---------------------------------------------------------------------------------------
-// The table definition, from the template
-// ---------------------------------------------------------------------------------------
+pub use store_dynamodb::table::TableDefinition;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Index {
-    pub name: String,
-    /// (attribute, HASH|RANGE)
-    pub keys: Vec<(String, String)>,
-    pub projection: String,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct TableDefinition {
-    /// (attribute, S|N|B)
-    pub attributes: Vec<(String, String)>,
-    pub keys: Vec<(String, String)>,
-    pub indexes: Vec<Index>,
-    pub billing_mode: String,
-    pub stream_view_type: Option<String>,
-    pub ttl_attribute: Option<String>,
-    pub point_in_time_recovery: bool,
-}
-
-pub fn template_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../infra/template.yaml")
-}
-
-/// The template as YAML. CloudFormation's short-form tags (`!Ref`, `!GetAtt`, …) parse as
-/// tagged values, which nothing here needs to read.
-pub fn template() -> Value {
-    let text = std::fs::read_to_string(template_path()).expect("read infra/template.yaml");
-    serde_yaml_ng::from_str(&text).expect("infra/template.yaml is YAML")
-}
-
-fn text(value: &Value, what: &str) -> String {
-    value
-        .as_str()
-        .unwrap_or_else(|| panic!("{what} is not a string: {value:?}"))
-        .to_owned()
-}
-
-fn pairs(list: &Value, name: &str, kind: &str) -> Vec<(String, String)> {
-    list.as_sequence()
-        .unwrap_or_else(|| panic!("{name} is not a list"))
-        .iter()
-        .map(|e| {
-            (
-                text(&e["AttributeName"], "AttributeName"),
-                text(&e[kind], kind),
-            )
-        })
-        .collect()
-}
-
-/// `Resources.TasksTable.Properties`, as the adapter needs them.
+/// `Resources.TasksTable.Properties` of `infra/template.yaml`.
 pub fn table_definition() -> TableDefinition {
-    let template = template();
-    let table = &template["Resources"][schema::TEMPLATE_RESOURCE];
-    assert_eq!(
-        table["Type"].as_str(),
-        Some("AWS::DynamoDB::Table"),
-        "TasksTable type"
-    );
-    let p = &table["Properties"];
-    TableDefinition {
-        attributes: pairs(
-            &p["AttributeDefinitions"],
-            "AttributeDefinitions",
-            "AttributeType",
-        ),
-        keys: pairs(&p["KeySchema"], "KeySchema", "KeyType"),
-        indexes: p["GlobalSecondaryIndexes"]
-            .as_sequence()
-            .map(|list| {
-                list.iter()
-                    .map(|gsi| Index {
-                        name: text(&gsi["IndexName"], "IndexName"),
-                        keys: pairs(&gsi["KeySchema"], "KeySchema", "KeyType"),
-                        projection: text(&gsi["Projection"]["ProjectionType"], "ProjectionType"),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-        billing_mode: text(&p["BillingMode"], "BillingMode"),
-        stream_view_type: p["StreamSpecification"]["StreamViewType"]
-            .as_str()
-            .map(str::to_owned),
-        ttl_attribute: (p["TimeToLiveSpecification"]["Enabled"].as_bool() == Some(true)).then(
-            || {
-                text(
-                    &p["TimeToLiveSpecification"]["AttributeName"],
-                    "TTL AttributeName",
-                )
-            },
-        ),
-        point_in_time_recovery: p["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"]
-            .as_bool()
-            == Some(true),
-    }
+    TableDefinition::from_template().expect("infra/template.yaml defines the table")
 }
 
-fn key_schema(keys: &[(String, String)]) -> Vec<KeySchemaElement> {
-    keys.iter()
-        .map(|(name, kind)| {
-            KeySchemaElement::builder()
-                .attribute_name(name)
-                .key_type(KeyType::from(kind.as_str()))
-                .build()
-                .unwrap()
-        })
-        .collect()
+/// The template as YAML.
+pub fn template() -> serde_yaml_ng::Value {
+    store_dynamodb::table::template().expect("infra/template.yaml is YAML")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -178,100 +68,10 @@ fn table_name() -> String {
     format!("tasks-{test}-{}", &random[..8])
 }
 
-/// Creates `name` from the template's definition and waits until it and its indexes are
-/// active. TTL is switched on as the template says; point-in-time recovery is not (it has no
-/// meaning for a throwaway table, and emulators do not all have it).
 pub async fn create_table(client: &Client, name: &str) {
-    let def = table_definition();
-    let mut create = client
-        .create_table()
-        .table_name(name)
-        .billing_mode(BillingMode::from(def.billing_mode.as_str()))
-        .set_attribute_definitions(Some(
-            def.attributes
-                .iter()
-                .map(|(a, t)| {
-                    AttributeDefinition::builder()
-                        .attribute_name(a)
-                        .attribute_type(ScalarAttributeType::from(t.as_str()))
-                        .build()
-                        .unwrap()
-                })
-                .collect(),
-        ))
-        .set_key_schema(Some(key_schema(&def.keys)));
-    for index in &def.indexes {
-        create = create.global_secondary_indexes(
-            GlobalSecondaryIndex::builder()
-                .index_name(&index.name)
-                .set_key_schema(Some(key_schema(&index.keys)))
-                .projection(
-                    Projection::builder()
-                        .projection_type(ProjectionType::from(index.projection.as_str()))
-                        .build(),
-                )
-                .build()
-                .unwrap(),
-        );
-    }
-    if let Some(view) = &def.stream_view_type {
-        create = create.stream_specification(
-            StreamSpecification::builder()
-                .stream_enabled(true)
-                .stream_view_type(StreamViewType::from(view.as_str()))
-                .build()
-                .unwrap(),
-        );
-    }
-    create.send().await.unwrap_or_else(|e| {
-        panic!(
-            "CreateTable {name}: {}",
-            aws_sdk_dynamodb::error::DisplayErrorContext(&e)
-        )
-    });
-    wait_active(client, name).await;
-    if let Some(attribute) = &def.ttl_attribute {
-        client
-            .update_time_to_live()
-            .table_name(name)
-            .time_to_live_specification(
-                TimeToLiveSpecification::builder()
-                    .attribute_name(attribute)
-                    .enabled(true)
-                    .build()
-                    .unwrap(),
-            )
-            .send()
-            .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "UpdateTimeToLive {name}: {}",
-                    aws_sdk_dynamodb::error::DisplayErrorContext(&e)
-                )
-            });
-    }
-}
-
-async fn wait_active(client: &Client, name: &str) {
-    for _ in 0..600 {
-        let table = client
-            .describe_table()
-            .table_name(name)
-            .send()
-            .await
-            .expect("DescribeTable")
-            .table
-            .expect("table");
-        let indexes_active = table
-            .global_secondary_indexes()
-            .iter()
-            .all(|i| i.index_status().is_none_or(|s| *s == IndexStatus::Active));
-        if table.table_status() == Some(&TableStatus::Active) && indexes_active {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("table {name} did not become active in 2 minutes");
+    store_dynamodb::table::create_table(client, name)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Deletes the table when dropped (at the end of the test that made it), on a thread of
@@ -290,18 +90,9 @@ impl Drop for TableGuard {
                 .expect("runtime");
             runtime.block_on(async {
                 let client = Client::new(&store_dynamodb::sdk_config().await);
-                client
-                    .delete_table()
-                    .table_name(&name)
-                    .send()
+                store_dynamodb::table::delete_table(&client, &name)
                     .await
-                    .map(|_| ())
-                    .map_err(|e| {
-                        format!(
-                            "DeleteTable {name}: {}",
-                            aws_sdk_dynamodb::error::DisplayErrorContext(&e)
-                        )
-                    })
+                    .map_err(|e| e.to_string())
             })
         })
         .join();
