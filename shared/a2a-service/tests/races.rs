@@ -1,0 +1,186 @@
+//! Writers racing on one task: exactly one wins, the others fail cleanly, nothing is lost.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a::{
+    CancelTaskRequest, Message, Part, Role, SendMessageRequest, SendMessageResponse, TaskState,
+};
+use a2a_service::{A2aApi, EchoAgent, RequestContext, Service, ServiceConfig, ServiceError};
+use serde_json::json;
+use store_embedded::EmbeddedStore;
+use task_store::Store;
+
+fn service() -> (Arc<Service>, Arc<dyn Store>, tempfile::TempDir) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let store: Arc<dyn Store> =
+        Arc::new(EmbeddedStore::open(dir.path().join("tasks.redb")).expect("open"));
+    let mut config = ServiceConfig::local("http://127.0.0.1:8080");
+    config.poll_interval = Duration::from_millis(5);
+    (
+        Arc::new(Service::new(
+            store.clone(),
+            config,
+            Arc::new(EchoAgent),
+            None,
+        )),
+        store,
+        dir,
+    )
+}
+
+fn message(id: &str, task_id: Option<&str>) -> SendMessageRequest {
+    let mut m = Message::new(Role::User, vec![Part::text(format!("text of {id}"))]);
+    m.message_id = id.into();
+    m.task_id = task_id.map(str::to_owned);
+    m.metadata = Some(HashMap::from([(
+        "participant_id".to_owned(),
+        json!("alice"),
+    )]));
+    SendMessageRequest {
+        message: m,
+        configuration: None,
+        metadata: None,
+        tenant: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn of_many_concurrent_cancels_exactly_one_wins() {
+    let (service, store, _dir) = service();
+    let SendMessageResponse::Task(task) = service
+        .send_message(&RequestContext::default(), message("m-1", None))
+        .await
+        .expect("send")
+    else {
+        panic!("a task")
+    };
+    let alice = RequestContext {
+        participant_header: Some("alice".into()),
+        ..Default::default()
+    };
+    let cancels = futures::future::join_all((0..16).map(|_| {
+        let service = service.clone();
+        let alice = alice.clone();
+        let id = task.id.clone();
+        tokio::spawn(async move {
+            service
+                .cancel_task(
+                    &alice,
+                    CancelTaskRequest {
+                        id,
+                        metadata: None,
+                        tenant: None,
+                    },
+                )
+                .await
+        })
+    }))
+    .await;
+    let (won, lost): (Vec<_>, Vec<_>) = cancels
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .partition(Result::is_ok);
+    assert_eq!(won.len(), 1, "one cancel wins");
+    for loss in lost {
+        assert!(
+            matches!(loss, Err(ServiceError::TaskNotCancelable(_))),
+            "{loss:?}"
+        );
+    }
+    let events = store.events(&task.id, 0, 100).await.expect("events");
+    let canceled = events
+        .iter()
+        .filter(|e| matches!(&e.event, a2a::StreamResponse::StatusUpdate(s) if s.status.state == TaskState::Canceled))
+        .count();
+    assert_eq!(canceled, 1, "one CANCELED event");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_racing_a_running_turn_ends_the_task_and_loses_no_message() {
+    let (service, store, _dir) = service();
+    let SendMessageResponse::Task(task) = service
+        .send_message(&RequestContext::default(), message("m-1", None))
+        .await
+        .expect("send")
+    else {
+        panic!("a task")
+    };
+    let alice = RequestContext {
+        participant_header: Some("alice".into()),
+        ..Default::default()
+    };
+    // Follow-ups and a cancel at once.
+    let sends = (2..8).map(|i| {
+        let service = service.clone();
+        let id = task.id.clone();
+        let message_id = format!("m-{i}");
+        tokio::spawn(async move {
+            let result = service
+                .send_message(&RequestContext::default(), message(&message_id, Some(&id)))
+                .await
+                .map(|_| ());
+            (message_id, result)
+        })
+    });
+    let cancel = {
+        let service = service.clone();
+        let id = task.id.clone();
+        tokio::spawn(async move {
+            service
+                .cancel_task(
+                    &alice,
+                    CancelTaskRequest {
+                        id,
+                        metadata: None,
+                        tenant: None,
+                    },
+                )
+                .await
+                .map(|_| ())
+        })
+    };
+    let mut accepted = Vec::new();
+    for send in futures::future::join_all(sends).await {
+        let (message_id, result) = send.expect("task");
+        // A message either got in before the cancel or met the terminal task and was told so.
+        match result {
+            Ok(()) => accepted.push(message_id),
+            Err(ServiceError::UnsupportedOperation(_)) => {}
+            Err(other) => panic!("{message_id}: {other:?}"),
+        }
+    }
+    cancel.await.expect("task").expect("the only cancel wins");
+    assert_eq!(
+        store
+            .get(&task.id)
+            .await
+            .expect("get")
+            .expect("exists")
+            .record
+            .status
+            .state,
+        TaskState::Canceled
+    );
+    // Every accepted message ends up answered (history) or audited as arriving too late, once
+    // the runner has drained the inbox: none vanishes.
+    for _ in 0..500 {
+        if store.inbox(&task.id).await.expect("inbox").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        store.inbox(&task.id).await.expect("inbox").is_empty(),
+        "the runner drains the inbox"
+    );
+    let audit = store.audit(&task.id).await.expect("audit");
+    let history = store.history(&task.id, None).await.expect("history");
+    for id in &accepted {
+        let answered = history.iter().any(|m| &m.message_id == id);
+        let audited = audit.iter().any(|e| &e.message_id == id);
+        assert!(answered || audited, "{id} was accepted and then lost");
+    }
+}
