@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use a2a_http::{Body, Caller, HttpConfig};
 use a2a_service::push::{PushDispatcher, PushOptions, PushSender, WebhookPolicy};
-use a2a_service::{EchoAgent, EventListener, Service, ServiceConfig};
+use a2a_service::{Agent, EchoAgent, EventListener, Service, ServiceConfig, TckAgent};
 use anyhow::Context;
 use axum::extract::{Request, State};
 use axum::response::Response;
@@ -33,6 +33,24 @@ pub enum StoreKind {
     /// The DynamoDB table `--table`; the endpoint and credentials come from the standard AWS
     /// environment (`AWS_ENDPOINT_URL_DYNAMODB` for DynamoDB Local).
     Dynamodb,
+}
+
+/// The offline agent that answers messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AgentProfile {
+    /// Answers with the text it got; the lifecycle rule decides how each turn ends.
+    Echo,
+    /// The A2A TCK's scenarios, chosen by the message id prefix (for conformance runs).
+    Tck,
+}
+
+impl AgentProfile {
+    fn agent(self) -> Arc<dyn Agent> {
+        match self {
+            AgentProfile::Echo => Arc::new(EchoAgent),
+            AgentProfile::Tck => Arc::new(TckAgent::new()),
+        }
+    }
 }
 
 /// The service on one machine.
@@ -66,6 +84,9 @@ pub struct Options {
     /// The agent's participant id.
     #[arg(long, env = "TH_AGENT_ID", default_value = "tiny-harness")]
     pub agent_id: String,
+    /// The agent behind the tasks.
+    #[arg(long, env = "TH_AGENT_PROFILE", value_enum, default_value = "echo")]
+    pub agent_profile: AgentProfile,
 }
 
 pub struct Server {
@@ -132,7 +153,12 @@ impl Server {
         config.default_participant = options.default_participant.clone();
         config.allow_private_webhooks = options.allow_private_webhooks;
         let listener_hook: Arc<dyn EventListener> = push.clone();
-        let service = Service::new(store, config, Arc::new(EchoAgent), Some(listener_hook));
+        let service = Service::new(
+            store,
+            config,
+            options.agent_profile.agent(),
+            Some(listener_hook),
+        );
         let app = Arc::new(App {
             service,
             http: HttpConfig::default(),
@@ -151,7 +177,7 @@ impl Server {
                 tracing::error!(%err, "server stopped");
             }
         });
-        info!(%base_url, store = ?options.store, "serving A2A");
+        info!(%base_url, store = ?options.store, agent = ?options.agent_profile, "serving A2A");
         Ok(Self {
             base_url,
             serve,

@@ -95,9 +95,30 @@ fn path(prefix: &str, key: &str) -> String {
     }
 }
 
-/// A member that is present and not `null` (ProtoJSON: `null` is the default value).
+/// A member that is present and not `null` (ProtoJSON: `null` is the default value). Like
+/// every ProtoJSON parser, this accepts the proto field name (`history_length`) as well as
+/// the JSON name (`historyLength`) it is asked for; the JSON name wins when both are sent.
 fn member<'o>(obj: &'o Map<String, Value>, key: &str) -> Option<&'o Value> {
-    obj.get(key).filter(|v| !v.is_null())
+    let present = |k: &str| obj.get(k).filter(|v| !v.is_null());
+    present(key).or_else(|| proto_name(key).and_then(|k| present(&k)))
+}
+
+/// The proto field name of a lowerCamelCase JSON name (`taskId` → `task_id`); `None` when
+/// they are the same.
+pub(crate) fn proto_name(json_name: &str) -> Option<String> {
+    if !json_name.bytes().any(|b| b.is_ascii_uppercase()) {
+        return None;
+    }
+    let mut name = String::with_capacity(json_name.len() + 4);
+    for c in json_name.chars() {
+        if c.is_ascii_uppercase() {
+            name.push('_');
+            name.push(c.to_ascii_lowercase());
+        } else {
+            name.push(c);
+        }
+    }
+    Some(name)
 }
 
 /// Collects field violations while reading; [`Check::finish`] turns them into -32602.
@@ -430,7 +451,14 @@ impl Check {
         if self.violations.len() > before {
             return None;
         }
-        match serde_json::from_value::<Part>(value.clone()) {
+        let mut value = value.clone();
+        if let Value::Object(part) = &mut value
+            && !part.contains_key("mediaType")
+            && let Some(media_type) = part.remove("media_type")
+        {
+            part.insert("mediaType".to_owned(), media_type);
+        }
+        match serde_json::from_value::<Part>(value) {
             Ok(part) => Some(part),
             Err(_) if content == ["raw"] => {
                 self.violation(path(field, "raw"), "must be base64");
@@ -448,7 +476,7 @@ impl Check {
         obj: &Map<String, Value>,
         prefix: &str,
     ) -> SendMessageConfiguration {
-        let push_key = if obj.contains_key("taskPushNotificationConfig") {
+        let push_key = if member(obj, "taskPushNotificationConfig").is_some() {
             "taskPushNotificationConfig"
         } else {
             "pushNotificationConfig"
@@ -718,6 +746,83 @@ mod tests {
             fields(decode(Method::GetTask, &obj(json!({"id": 5}))).unwrap_err()),
             vec!["id"]
         );
+    }
+
+    #[test]
+    fn proto_field_names_are_accepted_like_json_names() {
+        // The TCK's JSON-RPC client sends `history_length`, `task_id`, `page_size`…
+        let Operation::GetTask(get) = decode(
+            Method::GetTask,
+            &obj(json!({"id": "t", "history_length": 1})),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(get.history_length, Some(1));
+        let Operation::CreatePushConfig(cfg) = decode(
+            Method::CreatePushConfig,
+            &obj(json!({"task_id": "t", "url": "https://h"})),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(cfg.task_id, "t");
+        let Operation::ListTasks(list) = decode(
+            Method::ListTasks,
+            &obj(json!({"context_id": "c", "page_size": 5, "include_artifacts": true})),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (
+                list.context_id.as_deref(),
+                list.page_size,
+                list.include_artifacts
+            ),
+            (Some("c"), Some(5), Some(true))
+        );
+        let req = send(json!({"message": {"message_id": "m1", "role": "ROLE_USER",
+            "parts": [{"text": "hi", "media_type": "text/plain"}], "context_id": "c1"},
+            "configuration": {"return_immediately": true,
+                "task_push_notification_config": {"url": "https://h"}}}))
+        .unwrap();
+        assert_eq!(req.message.message_id, "m1");
+        assert_eq!(req.message.context_id.as_deref(), Some("c1"));
+        assert_eq!(
+            req.message.parts[0].media_type.as_deref(),
+            Some("text/plain")
+        );
+        let config = req.configuration.unwrap();
+        assert_eq!(config.return_immediately, Some(true));
+        assert_eq!(
+            config.task_push_notification_config.unwrap().url,
+            "https://h"
+        );
+        // The JSON name wins when both are sent; violations name the JSON name.
+        let Operation::GetTask(both) = decode(
+            Method::GetTask,
+            &obj(json!({"id": "t", "historyLength": 2, "history_length": 1})),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(both.history_length, Some(2));
+        assert_eq!(
+            fields(
+                decode(
+                    Method::GetTask,
+                    &obj(json!({"id": "t", "history_length": -1}))
+                )
+                .unwrap_err()
+            ),
+            vec!["historyLength"]
+        );
+        assert_eq!(
+            proto_name("statusTimestampAfter").as_deref(),
+            Some("status_timestamp_after")
+        );
+        assert_eq!(proto_name("id"), None);
     }
 
     #[test]

@@ -57,9 +57,30 @@ pub(crate) fn method_not_allowed(err: &ProtocolError, allow: &'static str) -> Re
     resp
 }
 
-/// A REST success: 200, the document, `application/a2a+json`.
-pub(crate) fn rest_ok(result: &serde_json::Value) -> Response<Body> {
-    json(StatusCode::OK, APPLICATION_A2A_JSON, result)
+/// A REST success: 200, the document, in the media type [`rest_success_type`] chose.
+pub(crate) fn rest_ok(result: &serde_json::Value, content_type: &'static str) -> Response<Body> {
+    json(StatusCode::OK, content_type, result)
+}
+
+/// The media type of a REST success: `application/a2a+json` (A2A 1.0.1) unless the client
+/// spoke plain `application/json` and did not ask for `application/a2a+json` in `Accept`;
+/// clients written to 1.0.0 (and its conformance suite) expect `application/json` then.
+pub(crate) fn rest_success_type(headers: &http::HeaderMap) -> &'static str {
+    let accepts_a2a = headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains(APPLICATION_A2A_JSON));
+    let sent_plain_json = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(APPLICATION_JSON));
+    if sent_plain_json && !accepts_a2a {
+        APPLICATION_JSON
+    } else {
+        APPLICATION_A2A_JSON
+    }
 }
 
 /// A JSON-RPC success (HTTP 200).
@@ -102,4 +123,46 @@ pub(crate) fn with_extensions(mut resp: Response<Body>, extensions: &[String]) -
         }
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> http::HeaderMap {
+        let mut map = http::HeaderMap::new();
+        for (k, v) in pairs {
+            map.append(*k, HeaderValue::from_static(v));
+        }
+        map
+    }
+
+    #[test]
+    fn rest_successes_come_back_in_the_media_type_the_client_spoke() {
+        assert_eq!(rest_success_type(&headers(&[])), APPLICATION_A2A_JSON);
+        assert_eq!(
+            rest_success_type(&headers(&[("content-type", "application/json")])),
+            APPLICATION_JSON
+        );
+        assert_eq!(
+            rest_success_type(&headers(&[(
+                "content-type",
+                "Application/JSON; charset=utf-8"
+            )])),
+            APPLICATION_JSON
+        );
+        assert_eq!(
+            rest_success_type(&headers(&[("content-type", "application/a2a+json")])),
+            APPLICATION_A2A_JSON
+        );
+        let asks = headers(&[
+            ("content-type", "application/json"),
+            ("accept", "application/a2a+json, application/json"),
+        ]);
+        assert_eq!(rest_success_type(&asks), APPLICATION_A2A_JSON);
+        assert_eq!(
+            rest_success_type(&headers(&[("accept", "*/*")])),
+            APPLICATION_A2A_JSON
+        );
+    }
 }

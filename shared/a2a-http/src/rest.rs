@@ -108,7 +108,8 @@ fn resolve(path: &str, prefix: &str) -> Result<Option<(Route, Option<String>)>, 
     let Some(rest) = path.strip_prefix(prefix) else {
         return Ok(None);
     };
-    let Some(rest) = rest.strip_prefix('/') else {
+    // Clients that join a base URL ending in `/` with a path starting with one send `//`.
+    let Some(rest) = rest.strip_prefix('/').map(|r| r.trim_start_matches('/')) else {
         return Ok(None);
     };
     let rest = rest.strip_suffix('/').unwrap_or(rest);
@@ -282,6 +283,7 @@ pub(crate) async fn handle(
         Ok(ctx) => ctx,
         Err(err) => return reply::rest_error(&err),
     };
+    let success_type = reply::rest_success_type(req.headers());
     let resp = match call(
         api,
         config,
@@ -291,6 +293,7 @@ pub(crate) async fn handle(
         body,
         req.uri().query(),
         tenant,
+        success_type,
     )
     .await
     {
@@ -310,11 +313,12 @@ async fn call(
     body: Map<String, Value>,
     query: Option<&str>,
     tenant: Option<String>,
+    success_type: &'static str,
 ) -> Result<Response<Body>, ProtocolError> {
     let params = build_params(route, method, body, query, tenant)?;
     let op = params::decode(method, &params)?;
     match ops::dispatch(api, ctx, op).await? {
-        Outcome::Unary(result) => Ok(reply::rest_ok(&result)),
+        Outcome::Unary(result) => Ok(reply::rest_ok(&result, success_type)),
         Outcome::Stream(events) => Ok(reply::sse(
             sse::open(events, Framing::Rest, config.keep_alive).await?,
         )),
@@ -381,12 +385,30 @@ mod tests {
             "/nope",
             "/tasks/a/b",
             "/acme/nope",
-            "//tasks",
             "/a/b/tasks",
             "/message:send/x",
         ] {
             assert_eq!(route(none), None, "{none}");
         }
+    }
+
+    #[test]
+    fn a_doubled_leading_slash_is_the_same_route() {
+        // The card advertises `http://host/`; clients (the TCK's raw requests among them)
+        // append `/message:send` to it. An empty first segment is never a tenant.
+        let t = |s: &str| Some(s.to_string());
+        assert_eq!(route("//message:send"), Some((Route::SendMessage, None)));
+        assert_eq!(route("//tasks"), Some((Route::ListTasks, None)));
+        assert_eq!(
+            route("//acme/tasks/t1"),
+            Some((Route::Task("t1".into()), t("acme")))
+        );
+        assert_eq!(
+            resolve("/rest//tasks/t1:cancel", "/rest").unwrap(),
+            Some((Route::CancelTask("t1".into()), None))
+        );
+        assert_eq!(route("//"), None);
+        assert_eq!(route("/tasks//x"), None, "only leading slashes collapse");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The A2A use cases of the service, over the domain core and the store.
 
+pub mod agents;
 pub mod api;
 pub mod card;
 pub mod config;
@@ -11,9 +12,10 @@ pub mod runner;
 pub mod service;
 pub mod view;
 
+pub use agents::{Agent, AgentReply, ArtifactChunk, EchoAgent, TckAgent, TurnEnd};
 pub use api::{A2aApi, EventStream, RequestContext};
 pub use config::ServiceConfig;
 pub use error::ServiceError;
 pub use listener::EventListener;
-pub use runner::{Agent, EchoAgent, Runner};
+pub use runner::Runner;
 pub use service::Service;

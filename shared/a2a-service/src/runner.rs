@@ -9,8 +9,7 @@
 
 use std::sync::Arc;
 
-use a2a::{Message, PartContent, TaskState};
-use async_trait::async_trait;
+use a2a::{Artifact, Message, PartContent, StreamResponse, TaskArtifactUpdateEvent, TaskState};
 use chrono::{Duration, Utc};
 use task_core::envelope::{self, Envelope};
 use task_core::lifecycle::{self, LifecycleEvent, TurnSummary};
@@ -22,27 +21,10 @@ use task_store::{
 };
 use tracing::{debug, warn};
 
+use crate::agents::{Agent, AgentReply, ArtifactChunk, TurnEnd};
 use crate::config::ServiceConfig;
 use crate::listener::EventListener;
 use crate::view;
-
-/// The agent behind the tasks. The agent runtime brings model providers and the tool loop;
-/// until then the service runs the offline `echo` agent.
-#[async_trait]
-pub trait Agent: Send + Sync {
-    /// One turn on `task` with the accepted input; the reply text, or why the run failed.
-    async fn respond(&self, task: &StoredTask, input: &str) -> Result<String, String>;
-}
-
-/// Answers with the text it got, so every path runs with no model at all.
-pub struct EchoAgent;
-
-#[async_trait]
-impl Agent for EchoAgent {
-    async fn respond(&self, _task: &StoredTask, input: &str) -> Result<String, String> {
-        Ok(input.to_owned())
-    }
-}
 
 #[derive(Clone)]
 pub struct Runner {
@@ -260,7 +242,11 @@ impl Runner {
         }
 
         let input = agent_input(item, record.agent.pending_help.as_ref().filter(|_| answers));
-        let outcome = self.inner.agent.respond(&working, &input).await;
+        let reply = self
+            .inner
+            .agent
+            .respond(&working, &item.message, &input)
+            .await;
 
         // Record the outcome on the task as it is now (someone may have edited it meanwhile).
         for _ in 0..MAX_RETRIES {
@@ -276,14 +262,18 @@ impl Runner {
                 update.audit = vec![audit(true, &reason)];
                 return self.commit(update).await;
             }
-            let (event, reply) = match &outcome {
-                Ok(text) => {
-                    let turn = TurnSummary::of(&current.record.extension, false, false);
-                    (LifecycleEvent::TurnEnded(turn), text.clone())
+            let extension = &current.record.extension;
+            let event = match &reply.end {
+                TurnEnd::Lifecycle => {
+                    LifecycleEvent::TurnEnded(TurnSummary::of(extension, false, false))
                 }
-                Err(reason) => (LifecycleEvent::RunFailed, reason.clone()),
+                TurnEnd::Complete => LifecycleEvent::AgentCompleted {
+                    unresolved_sub_tasks: extension.unresolved_sub_tasks().next().is_some(),
+                },
+                TurnEnd::Reject => LifecycleEvent::Reject,
+                TurnEnd::Fail(_) => LifecycleEvent::RunFailed,
             };
-            let lifecycle = current.record.extension.effective_lifecycle();
+            let lifecycle = extension.effective_lifecycle();
             let transition = match lifecycle::next(
                 current.record.state(),
                 current.record.sub_state,
@@ -299,19 +289,36 @@ impl Runner {
                 }
             };
             let now = Utc::now();
-            let reply = view::agent_message(&current.record, reply);
+            let text = match &reply.end {
+                TurnEnd::Fail(reason) => reason.clone(),
+                _ => reply.text.clone(),
+            };
+            let message = view::agent_message(&current.record, text);
             let mut next = current.record.clone();
-            next.status = view::status(transition.to.clone(), Some(reply.clone()), now);
+            next.status = view::status(transition.to.clone(), Some(view::bounded(&message)), now);
             next.sub_state = transition.sub_state;
             let mut update = TaskUpdate::new(current.clone());
             update.allowed_states = transition.from.to_vec();
             update.consume_inbox = vec![item.key.clone()];
-            update.history = vec![item.message.clone(), reply];
-            update.events = vec![view::status_update(&next, Some(mid))];
+            update.history = vec![item.message.clone(), message.clone()];
+            if !reply.artifacts.is_empty() {
+                let stored = self.inner.store.artifacts(&record.id).await?;
+                update.artifacts = merge_artifacts(&stored, &reply.artifacts);
+                update.events = artifact_events(&current.record, &reply);
+            }
+            let mut event = view::status_update(&next, Some(mid));
+            if let StreamResponse::StatusUpdate(update) = &mut event {
+                // The event carries the whole reply; the task document a bounded copy.
+                update.status.message = Some(message);
+            }
+            update.events.push(event);
             update.audit = vec![audit(true, "accepted")];
             update.record = Some(next);
             match self.commit(update).await {
                 Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
+                Err(StoreError::TooLarge(why)) => {
+                    return self.fail_unstorable(&current, item, &why).await;
+                }
                 other => return other,
             }
         }
@@ -319,6 +326,97 @@ impl Runner {
             record.id.clone(),
         )))
     }
+}
+
+impl Runner {
+    /// A turn whose outcome is too large to store fails the task (rather than leaving the
+    /// message queued to fail again on every run); the reason is the store's.
+    async fn fail_unstorable(
+        &self,
+        current: &StoredTask,
+        item: &InboxItem,
+        why: &str,
+    ) -> Result<(), StoreError> {
+        let record = &current.record;
+        warn!(task_id = %record.id, reason = why, "the turn's outcome is too large to store");
+        let lifecycle = record.extension.effective_lifecycle();
+        let reason = format!("the reply could not be stored: {why}");
+        let audit = AuditEntry {
+            at: Utc::now(),
+            message_id: item.key.message_id.clone(),
+            participant_id: Some(item.sender.clone()),
+            accepted: true,
+            reason: reason.clone(),
+        };
+        let mut update = TaskUpdate::new(current.clone());
+        update.consume_inbox = vec![item.key.clone()];
+        update.audit = vec![audit];
+        if let Ok(transition) = lifecycle::next(
+            record.state(),
+            record.sub_state,
+            lifecycle,
+            LifecycleEvent::RunFailed,
+        ) {
+            let mut next = record.clone();
+            next.status = view::status(
+                transition.to,
+                Some(view::agent_message(record, reason)),
+                Utc::now(),
+            );
+            next.sub_state = None;
+            update.allowed_states = transition.from.to_vec();
+            update.events = vec![view::status_update(&next, Some(&item.key.message_id))];
+            update.record = Some(next);
+        }
+        self.commit(update).await
+    }
+}
+
+/// The artifact updates of a turn, in the order the agent produced them.
+fn artifact_events(record: &task_store::TaskRecord, reply: &AgentReply) -> Vec<StreamResponse> {
+    reply
+        .artifacts
+        .iter()
+        .map(|chunk| {
+            StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: record.id.clone(),
+                context_id: record.context_id.clone(),
+                artifact: chunk.artifact.clone(),
+                append: chunk.append.then_some(true),
+                last_chunk: chunk.last_chunk.then_some(true),
+                metadata: None,
+            })
+        })
+        .collect()
+}
+
+/// The artifacts to write whole after a turn's chunks: an appended chunk extends the parts
+/// of the artifact with its id (written earlier in the turn or stored before), any other
+/// chunk replaces it. Each artifact appears once, in the order of its first chunk.
+fn merge_artifacts(stored: &[Artifact], chunks: &[ArtifactChunk]) -> Vec<Artifact> {
+    let mut merged: Vec<Artifact> = Vec::new();
+    for chunk in chunks {
+        let id = &chunk.artifact.artifact_id;
+        let index = match merged.iter().position(|a| &a.artifact_id == id) {
+            Some(i) => i,
+            None => {
+                let Some(existing) = stored.iter().find(|a| &a.artifact_id == id) else {
+                    merged.push(chunk.artifact.clone());
+                    continue;
+                };
+                merged.push(existing.clone());
+                merged.len() - 1
+            }
+        };
+        if chunk.append {
+            merged[index]
+                .parts
+                .extend(chunk.artifact.parts.iter().cloned());
+        } else {
+            merged[index] = chunk.artifact.clone();
+        }
+    }
+    merged
 }
 
 /// What the agent reads of a message: its text parts, A2UI actions and recorded events

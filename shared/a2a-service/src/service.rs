@@ -32,6 +32,7 @@ use task_store::{
 };
 use tracing::{error, warn};
 
+use crate::agents::Agent;
 use crate::api::{A2aApi, EventStream, RequestContext};
 use crate::card;
 use crate::config::ServiceConfig;
@@ -39,7 +40,7 @@ use crate::error::ServiceError;
 use crate::identity;
 use crate::listener::EventListener;
 use crate::push::{WebhookPolicy, check_webhook_url};
-use crate::runner::{Agent, Runner};
+use crate::runner::Runner;
 use crate::view;
 
 /// How many times a request re-reads a task whose version moved under it.
@@ -50,16 +51,20 @@ pub struct Service {
     config: Arc<ServiceConfig>,
     card: AgentCard,
     runner: Runner,
+    agent: Arc<dyn Agent>,
     listener: Option<Arc<dyn EventListener>>,
 }
 
 /// What intake made of a message.
 enum Intake {
     /// Answered at once (a command, a refusal, a repeat, an envelope with nothing else): the
-    /// task view for a blocking call and the one event for a stream.
+    /// task view for a blocking call and the events for a stream (a new task's first).
+    /// `push_from`: where an inline push config starts, `None` when the sender may not
+    /// follow the task (a refusal).
     Answered {
         task: Box<Task>,
-        event: Box<StreamResponse>,
+        events: Vec<StreamResponse>,
+        push_from: Option<u64>,
     },
     /// Queued for the runner; the answer is in the log from `from_seq` on.
     Queued {
@@ -67,14 +72,19 @@ enum Intake {
         message_id: String,
         first: Box<Task>,
         from_seq: u64,
+        push_from: u64,
     },
+    /// The agent answered a new message directly: no task, nothing stored.
+    Direct(Box<Message>),
 }
 
 impl Intake {
-    fn answered(task: Task, event: StreamResponse) -> Self {
+    /// Answered on a task the sender follows, with the one event of its stream.
+    fn answered(task: Task, event: StreamResponse, push_from: u64) -> Self {
         Intake::Answered {
             task: Box::new(task),
-            event: Box::new(event),
+            events: vec![event],
+            push_from: Some(push_from),
         }
     }
 }
@@ -118,6 +128,39 @@ fn media_type(part: &Part) -> &str {
     }
 }
 
+/// The agent's direct answer to `request`: a Message in the request's context (or a new one)
+/// that belongs to no task.
+fn direct_message(request: &Message, text: String) -> Message {
+    let mut message = Message::new(Role::Agent, vec![Part::text(text)]);
+    message.context_id = Some(
+        request
+            .context_id
+            .clone()
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(a2a::new_context_id),
+    );
+    message
+}
+
+/// How deeply JSON in a message (data parts, metadata) may nest. Responses wrap what is
+/// stored a few levels deeper, and common JSON parsers stop at 128 levels: a task must stay
+/// readable by every participant.
+const MAX_JSON_DEPTH: usize = 32;
+
+fn json_depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1)];
+    while let Some((value, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        match value {
+            Value::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|v| (v, depth + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 fn text_of(message: &Message) -> String {
     message
         .parts
@@ -136,12 +179,18 @@ impl Service {
     ) -> Self {
         let config = Arc::new(config);
         let card = card::agent_card(&config);
-        let runner = Runner::new(store.clone(), config.clone(), agent, listener.clone());
+        let runner = Runner::new(
+            store.clone(),
+            config.clone(),
+            agent.clone(),
+            listener.clone(),
+        );
         Self {
             store,
             config,
             card,
             runner,
+            agent,
             listener,
         }
     }
@@ -240,6 +289,23 @@ impl Service {
                 "message.parts must contain at least one part".to_owned(),
             ));
         }
+        let metadata = message.metadata.iter().flat_map(|m| m.values());
+        let parts = message.parts.iter().flat_map(|p| {
+            let data = match &p.content {
+                PartContent::Data(data) => Some(data),
+                _ => None,
+            };
+            data.into_iter()
+                .chain(p.metadata.iter().flat_map(|m| m.values()))
+        });
+        if metadata
+            .chain(parts)
+            .any(|v| json_depth(v) > MAX_JSON_DEPTH)
+        {
+            return Err(ServiceError::InvalidParams(format!(
+                "message data nests deeper than {MAX_JSON_DEPTH} levels"
+            )));
+        }
         self.check_parts(message)
     }
 
@@ -260,18 +326,24 @@ impl Service {
             check_webhook_url(&config.url, &self.webhook_policy()).await?;
         }
         let intake = match &message.task_id {
-            None => self.new_task(&sender, message).await?,
+            None => match self.agent.direct_reply(message) {
+                Some(text) => Intake::Direct(Box::new(direct_message(message, text))),
+                None => self.new_task(&sender, message).await?,
+            },
             Some(task_id) => self.follow_up(&sender, task_id, message).await?,
         };
-        if let (
-            Some(mut config),
+        let push_from = match &intake {
+            Intake::Answered {
+                push_from, task, ..
+            } => push_from.map(|from| (task.id.clone(), from)),
             Intake::Queued {
-                task_id, from_seq, ..
-            },
-        ) = (push, &intake)
-        {
-            config.task_id.clone_from(task_id);
-            self.put_push_config(config, *from_seq).await?;
+                task_id, push_from, ..
+            } => Some((task_id.clone(), *push_from)),
+            Intake::Direct(_) => None,
+        };
+        if let (Some(mut config), Some((task_id, from))) = (push, push_from) {
+            config.task_id = task_id;
+            self.put_push_config(config, from).await?;
         }
         Ok(intake)
     }
@@ -372,10 +444,12 @@ impl Service {
             self.commit(vec![Change::Create(Box::new(new))])
                 .await
                 .map_err(store_error)?;
-            return Ok(Intake::answered(
-                view::task(&record, Some(vec![]), None),
-                event,
-            ));
+            // The stream starts with the task, then the command's answer.
+            return Ok(Intake::Answered {
+                task: Box::new(view::task(&record, Some(vec![]), None)),
+                events: vec![StreamResponse::Task(created), event],
+                push_from: Some(0),
+            });
         }
 
         let has_content = message
@@ -384,26 +458,40 @@ impl Service {
             .any(|p| !matches!(envelope_kind(p), Some(EnvelopePart::Task)));
         if has_content {
             new.inbox.push(Self::inbox_item(sender, message, &record));
-        } else {
-            new.message_ids.push(message.message_id.clone());
-        }
-        self.commit(vec![Change::Create(Box::new(new))])
-            .await
-            .map_err(store_error)?;
-        if has_content {
-            Ok(Intake::Queued {
+            self.commit(vec![Change::Create(Box::new(new))])
+                .await
+                .map_err(store_error)?;
+            return Ok(Intake::Queued {
                 task_id,
                 message_id: message.message_id.clone(),
                 first: Box::new(created),
                 from_seq: 1,
-            })
-        } else {
-            // An envelope alone creates the task and asks nothing of the agent.
-            Ok(Intake::answered(
-                created.clone(),
-                StreamResponse::Task(created),
-            ))
+                push_from: 0,
+            });
         }
+        // An envelope alone creates the task and asks nothing of the agent: like a command,
+        // it leaves a conversation waiting for the next message.
+        let transition = lifecycle::next(
+            &TaskState::Submitted,
+            None,
+            record.extension.effective_lifecycle(),
+            LifecycleEvent::CommandApplied,
+        )
+        .map_err(domain_error)?;
+        record.status = view::status(transition.to, None, now);
+        record.sub_state = transition.sub_state;
+        new.record = record.clone();
+        new.message_ids.push(message.message_id.clone());
+        let event = view::status_update(&record, Some(&message.message_id));
+        new.events.push(event.clone());
+        self.commit(vec![Change::Create(Box::new(new))])
+            .await
+            .map_err(store_error)?;
+        Ok(Intake::Answered {
+            task: Box::new(view::task(&record, Some(vec![]), None)),
+            events: vec![StreamResponse::Task(created), event],
+            push_from: Some(0),
+        })
     }
 
     async fn follow_up(
@@ -456,7 +544,11 @@ impl Service {
         } else {
             view::refusal_task(stored, notice.status.clone())
         };
-        Ok(Intake::answered(task, StreamResponse::StatusUpdate(notice)))
+        Ok(Intake::Answered {
+            task: Box::new(task),
+            events: vec![StreamResponse::StatusUpdate(notice)],
+            push_from: None,
+        })
     }
 
     async fn follow_up_on(
@@ -545,12 +637,17 @@ impl Service {
             if !has_content {
                 update.message_ids.push(message.message_id.clone());
             }
+            let next_seq = stored.counters.events + update.events.len() as u64;
             self.commit(vec![Change::Update(Box::new(update))])
                 .await
                 .map_err(Retry::from)?;
             if !has_content {
                 let task = view::task(&next, None, None);
-                return Ok(Intake::answered(task, StreamResponse::StatusUpdate(event)));
+                return Ok(Intake::answered(
+                    task,
+                    StreamResponse::StatusUpdate(event),
+                    next_seq,
+                ));
             }
             edited = true;
         }
@@ -574,11 +671,17 @@ impl Service {
                 message_id: message.message_id.clone(),
                 first: Box::new(view::task(&current.record, None, None)),
                 from_seq: current.counters.events,
+                push_from: current.counters.events,
             }),
             Err(StoreError::Conflict(Conflict::DuplicateMessage { .. })) => {
                 // A repeat of a message already received: answer with the task as it is.
                 let task = view::task(&current.record, None, None);
-                Ok(Intake::answered(task.clone(), StreamResponse::Task(task)))
+                let next_seq = current.counters.events;
+                Ok(Intake::answered(
+                    task.clone(),
+                    StreamResponse::Task(task),
+                    next_seq,
+                ))
             }
             Err(StoreError::Conflict(Conflict::TaskTerminal(_))) => Err(Retry::Again),
             Err(err) => Err(Retry::Fail(store_error(err))),
@@ -635,11 +738,20 @@ impl Service {
             reason: "command".to_owned(),
         });
         update.record = Some(next.clone());
+        let next_seq = stored.counters.events + 1;
         match self.commit(vec![Change::Update(Box::new(update))]).await {
-            Ok(()) => Ok(Intake::answered(view::task(&next, None, None), event)),
+            Ok(()) => Ok(Intake::answered(
+                view::task(&next, None, None),
+                event,
+                next_seq,
+            )),
             Err(StoreError::Conflict(Conflict::DuplicateMessage { .. })) => {
                 let task = view::task(record, None, None);
-                Ok(Intake::answered(task.clone(), StreamResponse::Task(task)))
+                Ok(Intake::answered(
+                    task.clone(),
+                    StreamResponse::Task(task),
+                    stored.counters.events,
+                ))
             }
             Err(err) => Err(Retry::from(err)),
         }
@@ -788,11 +900,13 @@ impl A2aApi for Service {
             .unwrap_or(false);
         match self.intake(ctx, &req).await? {
             Intake::Answered { task, .. } => Ok(SendMessageResponse::Task(*task)),
+            Intake::Direct(message) => Ok(SendMessageResponse::Message(*message)),
             Intake::Queued {
                 task_id,
                 message_id,
                 first,
                 from_seq,
+                ..
             } => {
                 self.runner.kick(&task_id);
                 if !immediately {
@@ -824,12 +938,16 @@ impl A2aApi for Service {
         req: SendMessageRequest,
     ) -> Result<EventStream, ServiceError> {
         match self.intake(ctx, &req).await? {
-            Intake::Answered { event, .. } => Ok(stream::once(async move { Ok(*event) }).boxed()),
+            Intake::Answered { events, .. } => Ok(stream::iter(events.into_iter().map(Ok)).boxed()),
+            Intake::Direct(message) => {
+                Ok(stream::once(async move { Ok(StreamResponse::Message(*message)) }).boxed())
+            }
             Intake::Queued {
                 task_id,
                 message_id,
                 first,
                 from_seq,
+                ..
             } => {
                 self.runner.kick(&task_id);
                 Ok(self.follow(task_id, *first, from_seq, Some(message_id)))

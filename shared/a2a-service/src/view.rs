@@ -58,6 +58,39 @@ pub fn agent_message(record: &TaskRecord, text: impl Into<String>) -> Message {
     message
 }
 
+/// The most a status message may take inside the task document (which is capped as a whole,
+/// see `task_store::limits`); longer text is cut there, and the whole message stays in the
+/// history and in the status event.
+pub const STATUS_MESSAGE_TEXT_BYTES: usize = 64 * 1024;
+
+/// `message` as the task document keeps it in its status: text parts cut to
+/// [`STATUS_MESSAGE_TEXT_BYTES`] in all, with a note saying where the whole message is.
+pub fn bounded(message: &Message) -> Message {
+    let mut budget = STATUS_MESSAGE_TEXT_BYTES;
+    let mut cut = false;
+    let mut bounded = message.clone();
+    for part in &mut bounded.parts {
+        if let a2a::PartContent::Text(text) = &mut part.content {
+            if text.len() > budget {
+                let mut end = budget;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+                cut = true;
+            }
+            budget -= text.len();
+        }
+    }
+    if cut {
+        bounded.parts.push(Part::text(format!(
+            "[cut: the whole message is {} in the task's history]",
+            message.message_id
+        )));
+    }
+    bounded
+}
+
 /// A status with the current time.
 pub fn status(state: TaskState, message: Option<Message>, now: DateTime<Utc>) -> TaskStatus {
     TaskStatus {

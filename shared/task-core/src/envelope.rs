@@ -28,6 +28,22 @@ pub const ADMIN_FIELDS: [&str; 1] = ["participants"];
 
 /// The longest default task name, in characters.
 const DEFAULT_NAME_CHARS: usize = 60;
+/// The longest default goal, in bytes. The goal is the first message's text, kept in the task
+/// document (which every write rewrites); a longer text is cut there, and the whole message
+/// stays in the history.
+pub const DEFAULT_GOAL_BYTES: usize = 32 * 1024;
+
+/// `text` cut to at most `max` bytes on a character boundary, marked with `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Envelope {
@@ -155,7 +171,8 @@ fn refuse_server_controlled(payload: &Map<String, Value>) -> Result<(), DomainEr
 /// The extension of a task created by `sender`'s first message.
 ///
 /// Without an envelope: `name` is the first line of `text` (at most 60 characters, `task` when
-/// empty), `goal` is `text`, the sender is the reporter and the agent the assignee. With one:
+/// empty), `goal` is `text` (cut at [`DEFAULT_GOAL_BYTES`]), the sender is the reporter and the
+/// agent the assignee. With one:
 /// the object is validated against the schema; the agent is appended as assignee when no
 /// participant is one, and the sender as reporter when not listed (otherwise its own task
 /// would be invisible to it and its first message refused). The lifecycle is set by the
@@ -176,7 +193,7 @@ pub fn new_task_extension(
                 } else {
                     name
                 },
-                text,
+                cut(text, DEFAULT_GOAL_BYTES),
             );
             ext.participants.push(Participant::new(
                 sender,
@@ -442,6 +459,20 @@ mod tests {
                 .chars()
                 .count(),
             60
+        );
+        // A huge first message is the goal only up to a cap (the whole text is in the history).
+        let huge = "é".repeat(DEFAULT_GOAL_BYTES);
+        let goal = new_task_extension("a", "g", &huge, None).expect("ok").goal;
+        assert!(
+            goal.len() <= DEFAULT_GOAL_BYTES && goal.ends_with('…'),
+            "{}",
+            goal.len()
+        );
+        assert_eq!(
+            new_task_extension("a", "g", "short", None)
+                .expect("ok")
+                .goal,
+            "short"
         );
     }
 

@@ -18,6 +18,7 @@
 //! | turn ended with tool calls | working | working |
 //! | turn ended, no tool calls, conversation | working | completed if every criterion is met (≥ 1) and no sub-task is unresolved; working (waiting for sub-tasks) if criteria are met but a sub-task is not; else input-required (awaiting next message) |
 //! | turn ended, no tool calls, delegated | working | working (waiting) if a sub-task is unresolved, else completed |
+//! | agent declared the task done | working | completed; working (waiting) if a sub-task is unresolved |
 //! | turn limit reached, run failed | working | failed |
 //! | awaiting the assignee (participant task) | submitted | input-required (awaiting answer) |
 //! | assignee replied (participant task) | input-required | completed |
@@ -44,6 +45,11 @@ pub enum LifecycleEvent {
     SubtaskChanged,
     /// An agent turn ended.
     TurnEnded(TurnSummary),
+    /// The agent declared the task done at the end of its turn (whatever the lifecycle
+    /// rule would say); a parent still waits for its unresolved sub-tasks.
+    AgentCompleted {
+        unresolved_sub_tasks: bool,
+    },
     TurnLimitReached,
     /// A model error that retries did not cure, or a failed completion hook.
     RunFailed,
@@ -215,6 +221,18 @@ pub fn next(
                         }
                     }
                 }
+            }
+        }
+        E::AgentCompleted {
+            unresolved_sub_tasks,
+        } => {
+            if *state != Working {
+                return Err(refused());
+            }
+            if unresolved_sub_tasks {
+                to(ONLY_WORKING, Working, None, false)
+            } else {
+                to(ONLY_WORKING, Completed, None, false)
             }
         }
         E::TurnLimitReached | E::RunFailed => {
@@ -496,6 +514,41 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_that_declares_its_task_done_completes_it_unless_a_sub_task_is_unresolved() {
+        let done = E::AgentCompleted {
+            unresolved_sub_tasks: false,
+        };
+        let waiting = E::AgentCompleted {
+            unresolved_sub_tasks: true,
+        };
+        for lifecycle in [Lifecycle::Conversation, Lifecycle::Delegated] {
+            // Criteria do not matter: the agent says the task is done.
+            assert_eq!(go(Working, None, lifecycle, done), (Completed, None));
+            let t = next(&Working, None, lifecycle, waiting).expect("allowed");
+            assert_eq!((t.to, t.sub_state, t.runs_agent), (Working, None, false));
+            assert_eq!(
+                go(Working, None, lifecycle, E::SubtaskChanged),
+                (Working, None)
+            );
+            assert_eq!(go(Working, None, lifecycle, done), (Completed, None));
+        }
+        // Only a working task ends a turn.
+        for (state, sub) in [
+            (Submitted, None),
+            (InputRequired, NEXT),
+            (AuthRequired, None),
+        ] {
+            assert!(
+                matches!(
+                    next(&state, sub, Lifecycle::Conversation, done),
+                    Err(DomainError::TransitionNotAllowed { .. })
+                ),
+                "{state:?}"
+            );
+        }
+    }
+
+    #[test]
     fn failures() {
         for lifecycle in [Lifecycle::Conversation, Lifecycle::Delegated] {
             assert_eq!(
@@ -546,6 +599,9 @@ mod tests {
             E::CommandApplied,
             E::SubtaskChanged,
             turn(false, false, true, false),
+            E::AgentCompleted {
+                unresolved_sub_tasks: false,
+            },
             E::TurnLimitReached,
             E::RunFailed,
             E::AwaitAssignee,
@@ -576,6 +632,12 @@ mod tests {
             (InputRequired, turn(false, false, false, false)),
             (Submitted, E::TurnLimitReached),
             (InputRequired, E::RunFailed),
+            (
+                InputRequired,
+                E::AgentCompleted {
+                    unresolved_sub_tasks: false,
+                },
+            ),
             (Working, E::AwaitAssignee),
             (Working, E::AssigneeReplied),
             (InputRequired, E::Reject),
@@ -608,6 +670,12 @@ mod tests {
             turn(false, false, true, true),
             turn(true, false, false, false),
             turn(true, true, false, false),
+            E::AgentCompleted {
+                unresolved_sub_tasks: false,
+            },
+            E::AgentCompleted {
+                unresolved_sub_tasks: true,
+            },
             E::TurnLimitReached,
             E::RunFailed,
             E::AwaitAssignee,

@@ -211,23 +211,44 @@ pub(crate) fn check_static(
     Ok((parsed, ip))
 }
 
+/// Why a host name was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HostRefused {
+    /// The name did not resolve (now): no DNS, or no such name.
+    Unresolved(String),
+    /// One of its addresses may not receive webhooks.
+    Address(String),
+}
+
+impl HostRefused {
+    fn into_reason(self) -> String {
+        match self {
+            HostRefused::Unresolved(reason) | HostRefused::Address(reason) => reason,
+        }
+    }
+}
+
 /// Resolves `host` and refuses it when any of its addresses is refused (one bad address is
 /// enough: the client could pick it).
 pub(crate) async fn resolve_checked(
     host: &str,
     port: u16,
     policy: &WebhookPolicy,
-) -> Result<Vec<SocketAddr>, String> {
+) -> Result<Vec<SocketAddr>, HostRefused> {
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
         .await
-        .map_err(|e| format!("webhook host {host} could not be resolved: {e}"))?
+        .map_err(|e| {
+            HostRefused::Unresolved(format!("webhook host {host} could not be resolved: {e}"))
+        })?
         .collect();
     if addrs.is_empty() {
-        return Err(format!("webhook host {host} has no address"));
+        return Err(HostRefused::Unresolved(format!(
+            "webhook host {host} has no address"
+        )));
     }
     for addr in &addrs {
         if let Some(reason) = refusal_reason(addr.ip(), policy) {
-            return Err(reason);
+            return Err(HostRefused::Address(reason));
         }
     }
     Ok(addrs)
@@ -240,6 +261,10 @@ pub(crate) async fn resolve_checked(
 /// broadcast — IPv4-mapped and other IPv6 forms of those included — unless the policy allows
 /// private webhooks (unspecified, multicast and broadcast are refused even then).
 ///
+/// A name that does not resolve is refused, except when private webhooks are allowed (local
+/// and test mode, often with no DNS at all): there it is accepted, and delivery resolves it
+/// again through [`PolicyResolver`], which applies the same rules at connect time.
+///
 /// Errors are `ServiceError::InvalidParams` saying why.
 pub async fn check_webhook_url(url: &str, policy: &WebhookPolicy) -> Result<Url, ServiceError> {
     let (parsed, literal) = check_static(url, policy).map_err(ServiceError::InvalidParams)?;
@@ -247,9 +272,11 @@ pub async fn check_webhook_url(url: &str, policy: &WebhookPolicy) -> Result<Url,
         && let Some(host) = parsed.host_str()
     {
         let port = parsed.port_or_known_default().unwrap_or(443);
-        resolve_checked(host, port, policy)
-            .await
-            .map_err(ServiceError::InvalidParams)?;
+        match resolve_checked(host, port, policy).await {
+            Ok(_) => {}
+            Err(HostRefused::Unresolved(_)) if policy.allow_private => {}
+            Err(refused) => return Err(ServiceError::InvalidParams(refused.into_reason())),
+        }
     }
     Ok(parsed)
 }

@@ -652,6 +652,19 @@ async fn allowing_private_webhooks_lets_local_addresses_through() {
     }
 }
 
+#[tokio::test]
+async fn a_name_that_does_not_resolve_is_refused_unless_private_webhooks_are_allowed() {
+    // `.invalid` never resolves (RFC 6761), with or without DNS.
+    let url = "https://hooks.tiny-harness.invalid/webhook";
+    let why = refused(url, &STRICT).await;
+    assert!(why.contains("could not be resolved"), "{why}");
+    // Local and test mode (often offline): accepted; delivery resolves and checks again.
+    let checked = check_webhook_url(url, &LAX).await;
+    assert!(checked.is_ok(), "{checked:?}");
+    // The static rules still apply there.
+    refused("https://user@hooks.tiny-harness.invalid/webhook", &LAX).await;
+}
+
 // ---------------------------------------------------------------------------------------
 // The dispatcher
 // ---------------------------------------------------------------------------------------
