@@ -38,7 +38,7 @@ use crate::card;
 use crate::config::ServiceConfig;
 use crate::error::ServiceError;
 use crate::identity;
-use crate::listener::EventListener;
+use crate::listener::{EventListener, Wakeup};
 use crate::push::{WebhookPolicy, check_webhook_url};
 use crate::runner::Runner;
 use crate::view;
@@ -52,7 +52,9 @@ pub struct Service {
     card: AgentCard,
     runner: Runner,
     agent: Arc<dyn Agent>,
-    listener: Option<Arc<dyn EventListener>>,
+    /// Hears every append: wakes this process's streams, then tells the configured listener.
+    listener: Arc<dyn EventListener>,
+    wakeup: Arc<Wakeup>,
 }
 
 /// What intake made of a message.
@@ -179,11 +181,13 @@ impl Service {
     ) -> Self {
         let config = Arc::new(config);
         let card = card::agent_card(&config);
+        let wakeup = Arc::new(Wakeup::new(listener));
+        let listener: Arc<dyn EventListener> = wakeup.clone();
         let runner = Runner::new(
             store.clone(),
             config.clone(),
             agent.clone(),
-            listener.clone(),
+            Some(listener.clone()),
         );
         Self {
             store,
@@ -192,6 +196,7 @@ impl Service {
             runner,
             agent,
             listener,
+            wakeup,
         }
     }
 
@@ -204,9 +209,7 @@ impl Service {
     }
 
     fn appended(&self, task_id: &str) {
-        if let Some(listener) = &self.listener {
-            listener.events_appended(task_id);
-        }
+        self.listener.events_appended(task_id);
     }
 
     async fn read(&self, task_id: &str) -> Result<Option<StoredTask>, ServiceError> {
@@ -773,9 +776,8 @@ impl Service {
             .put_push_config(config)
             .await
             .map_err(store_error)?;
-        if let Some(listener) = &self.listener {
-            listener.push_config_created(&stored.task_id, &id, from_seq);
-        }
+        self.listener
+            .push_config_created(&stored.task_id, &id, from_seq);
         Ok(stored)
     }
 
@@ -795,14 +797,17 @@ impl Service {
         if ends_at_once {
             return first.boxed();
         }
+        // Subscribed before the first read, so no append between the read and the wait is missed.
+        let woken = self.wakeup.subscribe();
         let rest = stream::unfold(
             (
                 store,
                 from_seq,
                 Vec::<StreamResponse>::new().into_iter(),
                 false,
+                woken,
             ),
-            move |(store, mut next, mut pending, mut done)| {
+            move |(store, mut next, mut pending, mut done, mut woken)| {
                 let task_id = task_id.clone();
                 let message_id = message_id.clone();
                 async move {
@@ -818,13 +823,20 @@ impl Service {
                             if terminal || (state.is_some_and(view::is_interrupted) && answers) {
                                 done = true;
                             }
-                            return Some((Ok(event), (store, next, pending, done)));
+                            return Some((Ok(event), (store, next, pending, done, woken)));
                         }
                         if done {
                             return None;
                         }
                         match store.events(&task_id, next, 100).await {
-                            Ok(events) if events.is_empty() => tokio::time::sleep(poll).await,
+                            Ok(events) if events.is_empty() => {
+                                // An append in this process wakes us at once; another
+                                // process's append is seen at the next poll.
+                                tokio::select! {
+                                    _ = woken.changed() => {}
+                                    _ = tokio::time::sleep(poll) => {}
+                                }
+                            }
                             Ok(events) => {
                                 next = events.last().map_or(next, |e| e.seq + 1);
                                 pending = events
@@ -834,7 +846,10 @@ impl Service {
                                     .into_iter();
                             }
                             Err(err) => {
-                                return Some((Err(store_error(err)), (store, next, pending, true)));
+                                return Some((
+                                    Err(store_error(err)),
+                                    (store, next, pending, true, woken),
+                                ));
                             }
                         }
                     }
