@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help run test lint bench
+.PHONY: help run test lint bench interop bench-load
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -23,3 +23,17 @@ lint: ## cargo fmt --check and clippy with warnings denied
 
 bench: ## Criterion benchmarks of the core (figures in docs/performance.md)
 	$(CARGO) bench -p task-core --bench core
+
+# Builds target/debug/tiny-harness with the same command as `make test`, so that after it
+# nothing is rebuilt (`cargo build -p local-server` resolves other features and rebuilds
+# about a hundred crates).
+interop: ## The official A2A Python SDK client (a2a-sdk 1.3.0) against the local server, JSON-RPC and HTTP+JSON
+	$(CARGO) test --workspace --all-targets --no-run
+	tests/interop/run.sh
+
+bench-load: ## Load test: the release server vs the a2a-sdk 1.3.0 echo server under oha (figures in docs/performance.md)
+	bench/run.sh
+
+.PHONY: fuzz
+fuzz: ## Long fuzz run of both bindings' request decoding (PROPTEST_CASES per property, default 100000)
+	PROPTEST_CASES=$${PROPTEST_CASES:-100000} $(CARGO) test -p a2a-http --test fuzz -- --nocapture

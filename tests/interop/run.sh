@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Interop: the official A2A Python SDK client (a2a-sdk 1.3.0) drives the local server over
+# JSON-RPC and over HTTP+JSON (tests/interop/python_sdk.py), streaming and not.
+#
+#   tests/interop/run.sh            # needs target/debug/tiny-harness (cargo build -p local-server)
+#   TH_BIN=target/release/tiny-harness tests/interop/run.sh
+#
+# Builds nothing itself. Creates/reuses the SDK venv under .tools/ (tests/interop/venv.sh),
+# starts the server on 127.0.0.1 with a free port (port 0) and a temporary data dir, runs the
+# client once per transport, and stops the server whatever happens. Exits non-zero when any
+# check fails or the server cannot be started; the last line is "interop: N passed, N failed".
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+bin=${TH_BIN:-target/debug/tiny-harness}
+default_participant=interop-default
+t0=$(date +%s)
+
+if [[ ! -x $bin ]]; then
+  echo "interop: error: $bin not found; build it first (cargo build -p local-server)" >&2
+  exit 1
+fi
+py=$(tests/interop/venv.sh)
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/th-interop.XXXXXX")
+server_pid=
+stop_server() {
+  [[ -n $server_pid ]] || return 0
+  if kill -0 "$server_pid" 2>/dev/null; then
+    kill -INT "$server_pid" 2>/dev/null || true # Ctrl-C: the server's graceful shutdown
+    for _ in $(seq 50); do
+      kill -0 "$server_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$server_pid" 2>/dev/null; then
+      echo "interop: server $server_pid ignored SIGINT for 5 s; killing it" >&2
+      kill -KILL "$server_pid" 2>/dev/null || true
+    fi
+  fi
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=
+}
+cleanup() {
+  stop_server
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+RUST_LOG=${RUST_LOG:-warn} "$bin" --listen 127.0.0.1:0 --data-dir "$tmp/data" \
+  --default-participant "$default_participant" >"$tmp/stdout" 2>"$tmp/server.log" &
+server_pid=$!
+
+# The first stdout line says where it listens.
+url=
+for _ in $(seq 200); do
+  url=$(sed -n 's/^listening on \(http:[^ ]*\)$/\1/p' "$tmp/stdout" | head -n 1)
+  [[ -n $url ]] && break
+  if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
+  sleep 0.05
+done
+if [[ -z $url ]]; then
+  echo "interop: error: the server did not start; its log:" >&2
+  sed 's/^/    /' "$tmp/server.log" >&2
+  exit 1
+fi
+echo "interop: $bin at $url (a2a-sdk $("$py" -c 'import importlib.metadata as m; print(m.version("a2a-sdk"))'), $("$py" -V))"
+
+passed=0
+failed=0
+for binding in JSONRPC HTTP+JSON; do
+  set +e
+  "$py" tests/interop/python_sdk.py "$url" "$binding" \
+    --default-participant "$default_participant" | tee "$tmp/$binding.out"
+  rc=${PIPESTATUS[0]}
+  set -e
+  p=$(sed -n 's/^[^ ]*: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$tmp/$binding.out")
+  f=$(sed -n 's/^[^ ]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$tmp/$binding.out")
+  passed=$((passed + ${p:-0}))
+  if [[ $rc != 0 ]]; then
+    # A crash before the summary still counts as a failure.
+    failed=$((failed + (${f:-0} > 0 ? ${f:-0} : 1)))
+  else
+    failed=$((failed + ${f:-0}))
+  fi
+done
+
+if [[ $failed != 0 ]]; then
+  echo "interop: the server's log (last 40 lines):"
+  tail -n 40 "$tmp/server.log" | sed 's/^/    /'
+fi
+stop_server
+echo "interop: done in $(($(date +%s) - t0))s"
+echo "interop: $passed passed, $failed failed"
+[[ $failed == 0 ]]
