@@ -7,8 +7,8 @@ CARGO ?= cargo
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-run: ## Run the service locally on http://127.0.0.1:8080 (embedded store in ./data; Ctrl-C stops it)
-	$(CARGO) run -p local-server --bin tiny-harness -- $(ARGS)
+run: ## Run the service locally on http://127.0.0.1:8080 (embedded store in ./.data; Ctrl-C stops it)
+	$(CARGO) run --release --bin local-server -- $(ARGS)
 
 # The emulators run the tests in a private network namespace that reaches only loopback,
 # so everything is built first and the tests run offline.
@@ -24,7 +24,7 @@ lint: ## cargo fmt --check and clippy with warnings denied
 bench: ## Criterion benchmarks of the core (figures in docs/performance.md)
 	$(CARGO) bench -p task-core --bench core
 
-# Builds target/debug/tiny-harness with the same command as `make test`, so that after it
+# Builds target/debug/local-server with the same command as `make test`, so that after it
 # nothing is rebuilt (`cargo build -p local-server` resolves other features and rebuilds
 # about a hundred crates).
 interop: ## The official A2A Python SDK client (a2a-sdk 1.3.0) against the local server, JSON-RPC and HTTP+JSON

@@ -15,7 +15,7 @@
 #   DURATION=5s bench/run.sh
 #
 # Installs what it needs: oha (cargo install --locked into .tools/oha), the SDK venv
-# (tests/interop/venv.sh), the release build of tiny-harness. Every request loop is bounded
+# (tests/interop/venv.sh), the release build of local-server. Every request loop is bounded
 # by DURATION and targets loopback only; both servers are stopped whatever happens.
 set -euo pipefail
 
@@ -37,8 +37,8 @@ if ! [[ -x $oha ]] || [[ $("$oha" --version 2>/dev/null) != "oha $OHA_VERSION" ]
 fi
 py=$(tests/interop/venv.sh)
 log "building the release server (cargo build --release -p local-server)"
-cargo build --release -p local-server --bin tiny-harness >&2
-bin=$root/target/release/tiny-harness
+cargo build --release -p local-server --bin local-server >&2
+bin=$root/target/release/local-server
 
 # --- servers ----------------------------------------------------------------
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/th-bench.XXXXXX")
@@ -83,7 +83,7 @@ wait_url() {
   return 1
 }
 
-RUST_LOG=warn "$bin" --listen 127.0.0.1:0 --data-dir "$tmp/data" \
+RUST_LOG=warn "$bin" --addr 127.0.0.1:0 --data-dir "$tmp/data" \
   --default-participant "$PARTICIPANT" >"$tmp/ours.out" 2>"$tmp/ours.log" &
 pids+=($!)
 ours_pid=$!
@@ -196,7 +196,7 @@ for r in rows:
         x = float(r["rps"]) / float(other["rps"])
         ratio = f'**{x:.2f}×**' if x < 1 else f'**{x:.1f}×**'
     name = {"send": "SendMessage (new task)", "get": "GetTask"}[r["load"]]
-    server = {"ours": "tiny-harness (release, redb)", "python": "a2a-sdk 1.3.0 (in-memory)"}[r["server"]]
+    server = {"ours": "local-server (release, redb)", "python": "a2a-sdk 1.3.0 (in-memory)"}[r["server"]]
     print(f'| {name} | {r["c"]} | {server} | {float(r["rps"]):,.0f} | {r["p50_ms"]} | {r["p99_ms"]} | '
           f'{r["errors"]} | {r["ok"]} | {r["created"]} | {r["cpu_ms_per_req"]} | {ratio} |')
 bad = [r for r in rows if r["load"] == "send" and r["created"] not in ("-", r["ok"])]

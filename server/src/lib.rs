@@ -17,6 +17,7 @@ use clap::{Parser, ValueEnum};
 use http_body_util::BodyExt;
 use store_dynamodb::DynamoDbStore;
 use store_embedded::EmbeddedStore;
+use task_core::commands::ModelCatalog;
 use task_store::Store;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -55,18 +56,18 @@ impl AgentProfile {
 
 /// The service on one machine.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "tiny-harness", version, about)]
+#[command(name = "local-server", version, about)]
 pub struct Options {
     /// Address to listen on (port 0 picks a free one).
-    #[arg(long, env = "TH_LISTEN", default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
+    #[arg(long, env = "TH_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
     /// The public base URL the agent card advertises (default: http://<listen address>).
     #[arg(long, env = "TH_BASE_URL")]
     pub base_url: Option<String>,
     #[arg(long, env = "TH_STORE", value_enum, default_value = "embedded")]
     pub store: StoreKind,
     /// Where the embedded store keeps its file.
-    #[arg(long, env = "TH_DATA_DIR", default_value = "./data")]
+    #[arg(long, env = "TH_DATA_DIR", default_value = "./.data")]
     pub data_dir: PathBuf,
     /// The DynamoDB table (with `--store dynamodb`).
     #[arg(long, env = "TABLE_NAME")]
@@ -87,6 +88,10 @@ pub struct Options {
     /// The agent behind the tasks.
     #[arg(long, env = "TH_AGENT_PROFILE", value_enum, default_value = "echo")]
     pub agent_profile: AgentProfile,
+    /// The model catalog (JSON: `default_model` and `models[]`, see README); default: the
+    /// offline `echo` model only.
+    #[arg(long, env = "TH_MODEL_CATALOG")]
+    pub model_catalog: Option<PathBuf>,
 }
 
 pub struct Server {
@@ -99,6 +104,12 @@ pub struct Server {
 struct App {
     service: Service,
     http: HttpConfig,
+}
+
+fn load_catalog(path: &std::path::Path) -> anyhow::Result<ModelCatalog> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the model catalog {}", path.display()))?;
+    ModelCatalog::from_json(&text).with_context(|| format!("the model catalog {}", path.display()))
 }
 
 async fn open_store(options: &Options) -> anyhow::Result<Arc<dyn Store>> {
@@ -125,9 +136,13 @@ async fn open_store(options: &Options) -> anyhow::Result<Arc<dyn Store>> {
 impl Server {
     /// Opens the store, binds the listener and serves until [`Server::shutdown`].
     pub async fn start(options: Options) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind(options.listen)
+        let catalog = match &options.model_catalog {
+            Some(path) => load_catalog(path)?,
+            None => ModelCatalog::echo_only(),
+        };
+        let listener = TcpListener::bind(options.addr)
             .await
-            .with_context(|| format!("binding {}", options.listen))?;
+            .with_context(|| format!("binding {}", options.addr))?;
         let addr = listener.local_addr()?;
         let base_url = options
             .base_url
@@ -152,6 +167,7 @@ impl Server {
         config.agent_id = options.agent_id.clone();
         config.default_participant = options.default_participant.clone();
         config.allow_private_webhooks = options.allow_private_webhooks;
+        config.catalog = catalog;
         let listener_hook: Arc<dyn EventListener> = push.clone();
         let service = Service::new(
             store,

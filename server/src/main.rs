@@ -1,4 +1,4 @@
-//! `tiny-harness`: the whole service on one machine. Every A2A method (JSON-RPC and REST) and
+//! `local-server`: the whole service on one machine. Every A2A method (JSON-RPC and REST) and
 //! the agent card on one HTTP listener, the same handlers the Lambda functions run, over the
 //! embedded store (default) or a DynamoDB table.
 
@@ -9,7 +9,10 @@ use local_server::{Options, Server};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let options = Options::parse();
+    // Structured logs: one JSON object per line on stderr (RUST_LOG filters, default info).
     tracing_subscriber::fmt()
+        .json()
+        .with_current_span(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
@@ -20,9 +23,19 @@ async fn main() -> anyhow::Result<()> {
         .context("starting the server")?;
     // The first line on stdout says where to reach it (tests wait for it).
     println!("listening on {}", server.base_url());
-    tokio::signal::ctrl_c()
-        .await
-        .context("waiting for Ctrl-C")?;
+    shutdown_signal().await?;
+    tracing::info!("shutting down: finishing open requests and push deliveries");
     server.shutdown().await;
+    Ok(())
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM (what process managers and `kill` send).
+async fn shutdown_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        ctrl_c = tokio::signal::ctrl_c() => ctrl_c.context("waiting for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
     Ok(())
 }

@@ -17,9 +17,9 @@ struct Server {
 
 impl Server {
     fn start(table: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tiny-harness"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_local-server"))
             .args([
-                "--listen",
+                "--addr",
                 "127.0.0.1:0",
                 "--store",
                 "dynamodb",
@@ -29,7 +29,7 @@ impl Server {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("start tiny-harness");
+            .expect("start local-server");
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("stdout"))
             .read_line(&mut line)

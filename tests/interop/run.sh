@@ -2,8 +2,8 @@
 # Interop: the official A2A Python SDK client (a2a-sdk 1.3.0) drives the local server over
 # JSON-RPC and over HTTP+JSON (tests/interop/python_sdk.py), streaming and not.
 #
-#   tests/interop/run.sh            # needs target/debug/tiny-harness (cargo build -p local-server)
-#   TH_BIN=target/release/tiny-harness tests/interop/run.sh
+#   tests/interop/run.sh            # needs target/debug/local-server (cargo build -p local-server)
+#   TH_BIN=target/release/local-server tests/interop/run.sh
 #
 # Builds nothing itself. Creates/reuses the SDK venv under .tools/ (tests/interop/venv.sh),
 # starts the server on 127.0.0.1 with a free port (port 0) and a temporary data dir, runs the
@@ -13,7 +13,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
-bin=${TH_BIN:-target/debug/tiny-harness}
+bin=${TH_BIN:-target/debug/local-server}
 default_participant=interop-default
 t0=$(date +%s)
 
@@ -49,7 +49,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-RUST_LOG=${RUST_LOG:-warn} "$bin" --listen 127.0.0.1:0 --data-dir "$tmp/data" \
+RUST_LOG=${RUST_LOG:-warn} "$bin" --addr 127.0.0.1:0 --data-dir "$tmp/data" \
   --default-participant "$default_participant" >"$tmp/stdout" 2>"$tmp/server.log" &
 server_pid=$!
 

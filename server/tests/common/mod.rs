@@ -1,4 +1,4 @@
-//! Helpers of the end-to-end tests: the real `tiny-harness` binary as a child process, a
+//! Helpers of the end-to-end tests: the real `local-server` binary as a child process, a
 //! client for both bindings (JSON-RPC and REST) that turns either binding's errors into one
 //! shape, an SSE reader, message builders, and a webhook receiver.
 //!
@@ -39,6 +39,7 @@ pub struct ServerBuilder {
     default_participant: Option<String>,
     allow_private_webhooks: bool,
     data_dir: Option<TempDir>,
+    args: Vec<String>,
 }
 
 impl ServerBuilder {
@@ -49,6 +50,12 @@ impl ServerBuilder {
 
     pub fn allow_private_webhooks(mut self) -> Self {
         self.allow_private_webhooks = true;
+        self
+    }
+
+    /// More command-line arguments.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
         self
     }
 
@@ -71,15 +78,9 @@ impl ServerBuilder {
             .append(true)
             .open(&log_path)
             .expect("log file");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_tiny-harness"));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_local-server"));
         command
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--store",
-                "embedded",
-                "--data-dir",
-            ])
+            .args(["--addr", "127.0.0.1:0", "--store", "embedded", "--data-dir"])
             .arg(dir.path());
         if let Some(id) = &self.default_participant {
             command.args(["--default-participant", id]);
@@ -87,9 +88,10 @@ impl ServerBuilder {
         if self.allow_private_webhooks {
             command.arg("--allow-private-webhooks");
         }
+        command.args(&self.args);
         // Only the flags above configure it.
         for var in [
-            "TH_LISTEN",
+            "TH_ADDR",
             "TH_BASE_URL",
             "TH_STORE",
             "TH_DATA_DIR",
@@ -98,6 +100,8 @@ impl ServerBuilder {
             "TH_DEFAULT_PARTICIPANT",
             "TH_ALLOW_PRIVATE_WEBHOOKS",
             "TH_AGENT_ID",
+            "TH_AGENT_PROFILE",
+            "TH_MODEL_CATALOG",
         ] {
             command.env_remove(var);
         }
@@ -108,7 +112,7 @@ impl ServerBuilder {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .spawn()
-            .expect("start tiny-harness");
+            .expect("start local-server");
 
         // The first stdout line says where it listens; the rest is drained so it never blocks.
         let stdout = child.stdout.take().expect("stdout");
@@ -152,7 +156,7 @@ fn read_log(path: &Path) -> String {
     format!("--- server log {} ---\n{text}", path.display())
 }
 
-/// The running `tiny-harness`, killed (and waited for) when dropped. Its log goes to
+/// The running `local-server`, killed (and waited for) when dropped. Its log goes to
 /// `<data dir>/server.log` and is printed when a test fails.
 pub struct Server {
     child: Child,
@@ -179,6 +183,37 @@ impl Server {
     pub fn kill(mut self) -> TempDir {
         self.stop_process();
         self.dir.take().expect("data dir")
+    }
+
+    /// The data directory (the store's file, `server.log`).
+    pub fn dir(&self) -> &Path {
+        self.dir.as_ref().expect("data dir").path()
+    }
+
+    /// The server's log so far (one JSON object per line).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir().join("server.log")).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits (bounded by [`WAIT`]) for the process to exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid}");
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server ignored SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn stop_process(&mut self) {

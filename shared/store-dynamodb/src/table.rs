@@ -1,6 +1,6 @@
 //! The task table as `infra/template.yaml` defines it, and creating it from that definition:
 //! the tests make one table per test this way, and a developer can make one on DynamoDB
-//! Local (`tiny-harness --store dynamodb --create-table`). The template is the one place the
+//! Local (`local-server --store dynamodb --create-table`). The template is the one place the
 //! table is defined; this module only reads it.
 
 use std::time::Duration;

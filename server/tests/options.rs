@@ -1,0 +1,105 @@
+//! The local server's own options: the model catalog file, structured logs, and a graceful
+//! stop on SIGTERM.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+const CATALOG: &str = r#"{
+  "default_model": "echo",
+  "models": [
+    {"id": "echo", "provider": "echo"},
+    {"id": "claude-sonnet", "provider": "bedrock", "default_effort": "medium",
+     "settings": {"model_id": "anthropic.claude-sonnet-4"}}
+  ]
+}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_catalog_file_is_what_model_commands_see() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let catalog = dir.path().join("catalog.json");
+    std::fs::write(&catalog, CATALOG).unwrap();
+    let server = Server::builder()
+        .arg("--model-catalog")
+        .arg(catalog.to_str().unwrap())
+        .start();
+    let api = server.client().api(Binding::JsonRpc);
+    let task = api.send_ok(send_req(text("alice", "hello"))).await;
+
+    let shown = api
+        .send_ok(send_req(on(text("alice", "/model"), &task)))
+        .await;
+    assert_eq!(
+        status_text(&shown),
+        "model: echo (default); available: echo (echo), claude-sonnet (bedrock)"
+    );
+    let set = api
+        .send_ok(send_req(on(text("alice", "/model claude-sonnet"), &task)))
+        .await;
+    assert_eq!(ext(&set)["model"], "claude-sonnet", "{set}");
+}
+
+#[test]
+fn a_bad_model_catalog_stops_the_server_with_the_reason() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let catalog = dir.path().join("catalog.json");
+    std::fs::write(
+        &catalog,
+        r#"{"default_model": "gpt", "models": [{"id": "echo", "provider": "echo"}]}"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_local-server"))
+        .args(["--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--model-catalog")
+        .arg(&catalog)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run local-server");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the default model \"gpt\" is not in the catalog"),
+        "{stderr}"
+    );
+    let missing = Command::new(env!("CARGO_BIN_EXE_local-server"))
+        .args(["--addr", "127.0.0.1:0", "--model-catalog"])
+        .arg(dir.path().join("absent.json"))
+        .output()
+        .expect("run local-server");
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("reading the model catalog"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_are_json_lines_and_sigterm_stops_gracefully() {
+    let mut server = Server::start();
+    let api = server.client().api(Binding::Rest);
+    api.send_ok(send_req(text("alice", "hello"))).await;
+
+    let status = server.terminate();
+    assert!(status.success(), "exit status {status:?}");
+    let log = server.log();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["level"].is_string() && l["timestamp"].is_string())
+    );
+    let messages: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l["fields"]["message"].as_str())
+        .collect();
+    assert!(messages.contains(&"serving A2A"), "{messages:?}");
+    assert!(
+        messages.iter().any(|m| m.starts_with("shutting down")),
+        "{messages:?}"
+    );
+}
