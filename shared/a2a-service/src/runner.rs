@@ -119,17 +119,18 @@ impl Runner {
         }
     }
 
-    async fn commit(&self, update: TaskUpdate) -> Result<(), StoreError> {
-        let task_id = update.task_id().to_owned();
+    /// Commits one update and returns the task as it now is (no read back).
+    async fn commit(&self, update: TaskUpdate) -> Result<StoredTask, StoreError> {
+        let applied = update.applied();
         let has_events = !update.events.is_empty();
         self.inner
             .store
             .commit(vec![Change::Update(Box::new(update))])
             .await?;
         if has_events {
-            self.appended(&task_id);
+            self.appended(&applied.record.id);
         }
-        Ok(())
+        Ok(applied)
     }
 
     async fn read(&self, task_id: &str) -> Result<StoredTask, StoreError> {
@@ -179,7 +180,7 @@ impl Runner {
             update.consume_inbox = vec![item.key.clone()];
             update.audit = vec![audit(false, &reason)];
             debug!(task_id = %record.id, message_id = %item.key.message_id, %reason, "queued message refused");
-            return self.commit(update).await;
+            return self.commit(update).await.map(drop);
         }
 
         let answers = record
@@ -197,7 +198,7 @@ impl Runner {
                 let mut update = TaskUpdate::new(stored.clone());
                 update.consume_inbox = vec![item.key.clone()];
                 update.audit = vec![audit(false, &err.to_string())];
-                return self.commit(update).await;
+                return self.commit(update).await.map(drop);
             }
         };
         let mid = item.key.message_id.as_str();
@@ -221,7 +222,7 @@ impl Runner {
                 Some(mid),
             ))];
             update.audit = vec![audit(true, "recorded")];
-            return self.commit(update).await;
+            return self.commit(update).await.map(drop);
         }
 
         // The task works on it; the message stays queued until its outcome is committed.
@@ -237,8 +238,7 @@ impl Runner {
             update.allowed_states = accepted.from.to_vec();
             update.events = vec![view::status_update(&next, Some(mid))];
             update.record = Some(next);
-            self.commit(update).await?;
-            working = self.read(&record.id).await?;
+            working = self.commit(update).await?;
         }
 
         let input = agent_input(item, record.agent.pending_help.as_ref().filter(|_| answers));
@@ -248,9 +248,14 @@ impl Runner {
             .respond(&working, &item.message, &input)
             .await;
 
-        // Record the outcome on the task as it is now (someone may have edited it meanwhile).
+        // Record the outcome on the task as it is now: as the turn began, unless someone
+        // changed it meanwhile (then the commit's version check fails and we read it again).
+        let mut latest = Some(working);
         for _ in 0..MAX_RETRIES {
-            let current = self.read(&record.id).await?;
+            let current = match latest.take() {
+                Some(task) => task,
+                None => self.read(&record.id).await?,
+            };
             if lifecycle::TERMINAL.contains(current.record.state()) {
                 let mut update = TaskUpdate::new(current.clone());
                 update.consume_inbox = vec![item.key.clone()];
@@ -260,7 +265,7 @@ impl Runner {
                     lifecycle::short_state_name(current.record.state())
                 );
                 update.audit = vec![audit(true, &reason)];
-                return self.commit(update).await;
+                return self.commit(update).await.map(drop);
             }
             let extension = &current.record.extension;
             let event = match &reply.end {
@@ -319,7 +324,7 @@ impl Runner {
                 Err(StoreError::TooLarge(why)) => {
                     return self.fail_unstorable(&current, item, &why).await;
                 }
-                other => return other,
+                other => return other.map(drop),
             }
         }
         Err(StoreError::Conflict(Conflict::TaskChanged(
@@ -368,7 +373,7 @@ impl Runner {
             update.events = vec![view::status_update(&next, Some(&item.key.message_id))];
             update.record = Some(next);
         }
-        self.commit(update).await
+        self.commit(update).await.map(drop)
     }
 }
 

@@ -237,7 +237,8 @@ impl Service {
             Some(0) => None,
             limit => Some(self.store.history(id, limit).await.map_err(store_error)?),
         };
-        let artifacts = if artifacts {
+        // The counters say whether there is any artifact to read.
+        let artifacts = if artifacts && !stored.counters.artifact_ids.is_empty() {
             Some(self.store.artifacts(id).await.map_err(store_error)?).filter(|a| !a.is_empty())
         } else {
             None
@@ -771,13 +772,14 @@ impl Service {
             .filter(|id| !id.is_empty())
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         config.id = Some(id.clone());
+        self.listener
+            .push_config_storing(&config.task_id, &id, from_seq);
         let stored = self
             .store
             .put_push_config(config)
             .await
             .map_err(store_error)?;
-        self.listener
-            .push_config_created(&stored.task_id, &id, from_seq);
+        self.listener.push_config_stored(&stored.task_id);
         Ok(stored)
     }
 
@@ -798,7 +800,7 @@ impl Service {
             return first.boxed();
         }
         // Subscribed before the first read, so no append between the read and the wait is missed.
-        let woken = self.wakeup.subscribe();
+        let woken = self.wakeup.subscribe(&task_id);
         let rest = stream::unfold(
             (
                 store,
@@ -833,7 +835,7 @@ impl Service {
                                 // An append in this process wakes us at once; another
                                 // process's append is seen at the next poll.
                                 tokio::select! {
-                                    _ = woken.changed() => {}
+                                    _ = woken.next() => {}
                                     _ = tokio::time::sleep(poll) => {}
                                 }
                             }

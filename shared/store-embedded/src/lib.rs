@@ -4,8 +4,12 @@
 //! Every write is one redb write transaction: redb runs one at a time, so a commit's
 //! conditions (version, states, role, message ids, inbox items) are checked and its writes
 //! applied with nothing in between, the same all-or-nothing the DynamoDB adapter gets from
-//! `TransactWriteItems`. The size rules of `task_store::limits` apply unchanged, so a task
+//! `TransactWriteItems`. One writer thread runs them and syncs them to disk in groups
+//! ([`writer`]); reads run on the caller's thread (a read transaction of cached pages takes
+//! microseconds, less than a hand-off to another thread). The size rules of `task_store::limits` apply unchanged, so a task
 //! that works here works on AWS.
+
+mod writer;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -69,10 +73,12 @@ struct LeaseDoc {
     expires_at: DateTime<Utc>,
 }
 
-/// The store. Cheap to clone: clones share the open database.
+/// The store. Cheap to clone: clones share the open database and its writer; the last one
+/// dropped waits for queued writes and closes the file.
 #[derive(Clone)]
 pub struct EmbeddedStore {
     db: Arc<Database>,
+    writer: Arc<writer::Writer>,
 }
 
 fn backend(err: impl std::error::Error + Send + Sync + 'static) -> StoreError {
@@ -119,32 +125,23 @@ impl EmbeddedStore {
             txn.open_table(INDEX).map_err(backend)?;
         }
         txn.commit().map_err(backend)?;
-        Ok(Self { db: Arc::new(db) })
+        let db = Arc::new(db);
+        let writer = Arc::new(writer::Writer::start(db.clone())?);
+        Ok(Self { db, writer })
     }
 
-    /// Runs blocking database work off the async runtime's threads.
-    async fn blocking<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&Database) -> StoreResult<T> + Send + 'static,
-    ) -> StoreResult<T> {
-        let db = self.db.clone();
-        tokio::task::spawn_blocking(move || work(&db))
-            .await
-            .map_err(backend)?
+    /// Runs read-only work on the database, on the caller's thread.
+    fn read<T>(&self, work: impl FnOnce(&Database) -> StoreResult<T>) -> StoreResult<T> {
+        work(&self.db)
     }
 
-    /// Runs `work` in one write transaction, committed only if it succeeds.
+    /// Runs `work` in one write transaction, committed only if it succeeds; returns once the
+    /// commit is durable.
     async fn write<T: Send + 'static>(
         &self,
         work: impl FnOnce(&WriteTransaction) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(backend)?;
-            let out = work(&txn)?; // dropping an uncommitted transaction aborts it
-            txn.commit().map_err(backend)?;
-            Ok(out)
-        })
-        .await
+        self.writer.write(work).await
     }
 }
 
@@ -409,7 +406,7 @@ impl TaskStore for EmbeddedStore {
 
     async fn get(&self, task_id: &str) -> StoreResult<Option<StoredTask>> {
         let id = task_id.to_owned();
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let tasks = txn.open_table(TASKS).map_err(backend)?;
             let Some(doc) = tasks.get(id.as_str()).map_err(backend)? else {
@@ -422,7 +419,6 @@ impl TaskStore for EmbeddedStore {
                 counters: doc.counters,
             }))
         })
-        .await
     }
 
     async fn events(
@@ -432,7 +428,7 @@ impl TaskStore for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<StoredEvent>> {
         let id = task_id.to_owned();
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let events = txn.open_table(EVENTS).map_err(backend)?;
             events
@@ -448,12 +444,11 @@ impl TaskStore for EmbeddedStore {
                 })
                 .collect()
         })
-        .await
     }
 
     async fn history(&self, task_id: &str, last: Option<usize>) -> StoreResult<Vec<Message>> {
         let id = task_id.to_owned();
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let history = txn.open_table(HISTORY).map_err(backend)?;
             let range = history
@@ -467,7 +462,6 @@ impl TaskStore for EmbeddedStore {
             newest_first.reverse();
             Ok(newest_first)
         })
-        .await
     }
 
     async fn artifacts(&self, task_id: &str) -> StoreResult<Vec<Artifact>> {
@@ -475,7 +469,7 @@ impl TaskStore for EmbeddedStore {
             return Ok(Vec::new());
         };
         let id = task_id.to_owned();
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let artifacts = txn.open_table(ARTIFACTS).map_err(backend)?;
             task.counters
@@ -490,12 +484,11 @@ impl TaskStore for EmbeddedStore {
                 })
                 .collect()
         })
-        .await
     }
 
     async fn audit(&self, task_id: &str) -> StoreResult<Vec<AuditEntry>> {
         let id = task_id.to_owned();
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let audit = txn.open_table(AUDIT).map_err(backend)?;
             audit
@@ -504,14 +497,13 @@ impl TaskStore for EmbeddedStore {
                 .map(|entry| parse("audit entry", entry.map_err(backend)?.1.value()))
                 .collect()
         })
-        .await
     }
 
     async fn list(&self, participant_id: &str, query: &ListQuery) -> StoreResult<TaskPage> {
         let participant = participant_id.to_owned();
         let query = query.clone();
         let after = query.page_token.as_deref().map(decode_token).transpose()?;
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let index = txn.open_table(INDEX).map_err(backend)?;
             let tasks = txn.open_table(TASKS).map_err(backend)?;
@@ -565,7 +557,6 @@ impl TaskStore for EmbeddedStore {
                 total_size: total,
             })
         })
-        .await
     }
 }
 
@@ -587,7 +578,7 @@ impl InboxStore for EmbeddedStore {
 
     async fn inbox(&self, task_id: &str) -> StoreResult<Vec<InboxItem>> {
         let id = task_id.to_owned();
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let inbox = txn.open_table(INBOX).map_err(backend)?;
             inbox
@@ -610,7 +601,6 @@ impl InboxStore for EmbeddedStore {
                 })
                 .collect()
         })
-        .await
     }
 }
 
@@ -687,7 +677,7 @@ impl LeaseStore for EmbeddedStore {
     }
 
     async fn expired_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<Vec<String>> {
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let leases = txn.open_table(LEASES).map_err(backend)?;
             let mut expired = Vec::new();
@@ -705,7 +695,6 @@ impl LeaseStore for EmbeddedStore {
                 .map(|(_, task)| task)
                 .collect())
         })
-        .await
     }
 }
 
@@ -749,18 +738,17 @@ impl PushConfigStore for EmbeddedStore {
         config_id: &str,
     ) -> StoreResult<Option<PushConfig>> {
         let (task, id) = (task_id.to_owned(), config_id.to_owned());
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let push = txn.open_table(PUSH).map_err(backend)?;
             let doc = push.get((task.as_str(), id.as_str())).map_err(backend)?;
             doc.map(|d| parse("push config", d.value())).transpose()
         })
-        .await
     }
 
     async fn list_push_configs(&self, task_id: &str) -> StoreResult<Vec<PushConfig>> {
         let task = task_id.to_owned();
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let push = txn.open_table(PUSH).map_err(backend)?;
             let mut configs = Vec::new();
@@ -773,7 +761,6 @@ impl PushConfigStore for EmbeddedStore {
             }
             Ok(configs)
         })
-        .await
     }
 
     async fn delete_push_config(&self, task_id: &str, config_id: &str) -> StoreResult<()> {

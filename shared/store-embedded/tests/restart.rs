@@ -141,3 +141,101 @@ async fn survives_a_crash_after_its_writes() {
         .expect("list");
     assert_eq!(page.total_size, 1);
 }
+
+const GROUP_DB_ENV: &str = "EMBEDDED_GROUP_COMMIT_TEST_DB";
+const WRITERS: usize = 200;
+
+/// Run by `concurrent_writes_survive_a_crash` in a child process: many writes at once (so the
+/// writer groups them under one sync), each creating its own task and, for every even one,
+/// a duplicate create that must fail alone; then it aborts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the writer half of concurrent_writes_survive_a_crash, run in a child process"]
+async fn concurrent_writers_then_crash() {
+    let Ok(path) = std::env::var(GROUP_DB_ENV) else {
+        return;
+    };
+    let store = EmbeddedStore::open(&path).expect("open");
+    let create = |n: usize| {
+        let rec = record(
+            &format!("g-{n}"),
+            "ctx",
+            TEAM,
+            a2a::TaskState::Working,
+            at(n as i64),
+        );
+        let mut new = NewTask::new(rec.clone());
+        new.events = vec![status_event(&rec, "created")];
+        Change::Create(Box::new(new))
+    };
+    let mut writes = Vec::new();
+    for n in 0..WRITERS {
+        let first = store.clone();
+        let change = create(n);
+        writes.push(tokio::spawn(async move {
+            first.commit(vec![change]).await.is_ok()
+        }));
+        if n % 2 == 0 {
+            let second = store.clone();
+            let twin = create(n);
+            writes.push(tokio::spawn(async move {
+                second.commit(vec![twin]).await.is_ok()
+            }));
+        }
+    }
+    let mut succeeded = 0;
+    for write in writes {
+        succeeded += usize::from(write.await.expect("join"));
+    }
+    // Every task was created exactly once; each duplicate failed without spoiling its batch.
+    assert_eq!(succeeded, WRITERS);
+    std::process::abort();
+}
+
+#[tokio::test]
+async fn concurrent_writes_survive_a_crash() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let path = dir.path().join("tasks.redb");
+    let status = Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "concurrent_writers_then_crash",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(GROUP_DB_ENV, &path)
+        .status()
+        .expect("run the writers");
+    assert!(
+        !status.success(),
+        "the writers must have died by abort (a failed assertion exits with 101)"
+    );
+    assert_eq!(
+        status.code(),
+        None,
+        "killed by SIGABRT, not a failed assertion"
+    );
+
+    let store = EmbeddedStore::open(&path).expect("reopen after the crash");
+    let page = store
+        .list(
+            "alice",
+            &task_store::ListQuery {
+                page_size: 100,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("list");
+    assert_eq!(
+        page.total_size, WRITERS,
+        "every acknowledged write survived"
+    );
+    for n in 0..WRITERS {
+        let task = store
+            .get(&format!("g-{n}"))
+            .await
+            .expect("get")
+            .expect("exists");
+        assert_eq!((task.version, task.counters.events), (1, 1));
+    }
+}

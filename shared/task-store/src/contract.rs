@@ -29,7 +29,7 @@ macro_rules! contract_suite {
             create_then_get, create_conflicts_when_the_task_exists, update_needs_the_version_it_read,
             update_checks_the_allowed_states, update_checks_the_actors_role, events_are_gapless_and_readable_from_a_seq,
             message_ids_are_deduplicated, history_reads_all_or_the_newest, documents_over_the_cap_are_refused,
-            artifacts_keep_their_first_order, a_multi_task_commit_is_atomic, a_task_is_created_with_its_first_message_queued, list_is_scoped_ordered_filtered_and_paged,
+            artifacts_keep_their_first_order, an_update_applied_is_what_the_store_reads, a_multi_task_commit_is_atomic, a_task_is_created_with_its_first_message_queued, list_is_scoped_ordered_filtered_and_paged,
             list_follows_participant_and_status_changes, push_configs, leases, inbox, audit_log,
             a_long_conversation_is_stored_intact, concurrent_updates_lose_nothing, one_winner_per_conflicting_pair,
             concurrent_role_changes_have_one_winner, concurrent_lease_acquisition_has_one_winner);
@@ -573,6 +573,49 @@ pub async fn artifacts_keep_their_first_order(store: Arc<dyn Store>) {
             artifact("beta", "b1")
         ]
     );
+}
+
+/// `TaskUpdate::applied` (what callers use instead of reading back after a commit) agrees
+/// with the store, for updates with and without a new record, events, history, artifacts.
+pub async fn an_update_applied_is_what_the_store_reads(store: Arc<dyn Store>) {
+    let mut base = create(
+        &*store,
+        record("t-1", "ctx", TEAM, TaskState::Submitted, at(0)),
+    )
+    .await;
+    type Step = Box<dyn Fn(&mut TaskUpdate)>;
+    let steps: Vec<Step> = vec![
+        Box::new(|u| {
+            let mut next = u.base.record.clone();
+            next.status.state = TaskState::Working;
+            u.events = vec![status_event(&next, "working")];
+            u.record = Some(next);
+        }),
+        Box::new(|u| {
+            u.history = vec![user_message("m-1", "hi"), user_message("m-2", "there")];
+            u.artifacts = vec![artifact("zeta", "z1"), artifact("alpha", "a1")];
+        }),
+        Box::new(|u| {
+            u.artifacts = vec![artifact("alpha", "a2"), artifact("beta", "b1")];
+            u.events = vec![
+                status_event(&u.base.record, "one"),
+                status_event(&u.base.record, "two"),
+            ];
+        }),
+        Box::new(|_| {}),
+    ];
+    for step in steps {
+        let mut u = update(&base);
+        step(&mut u);
+        let applied = u.applied();
+        let committed = commit_one(&*store, u).await.expect("commit");
+        let read = store.get("t-1").await.expect("get").expect("exists");
+        assert_eq!(committed.version, read.version);
+        assert_eq!(applied, read);
+        base = read;
+    }
+    assert_eq!(base.counters.artifact_ids, ["zeta", "alpha", "beta"]);
+    assert_eq!((base.counters.events, base.counters.history), (4, 2));
 }
 
 pub async fn a_multi_task_commit_is_atomic(store: Arc<dyn Store>) {

@@ -54,6 +54,22 @@ pub struct TaskCounters {
     pub artifact_ids: Vec<String>,
 }
 
+impl TaskCounters {
+    /// The counters after appending `events` events, `history` messages and writing these
+    /// artifacts (a new artifact id goes last; a known one keeps its place).
+    pub fn after(&self, events: usize, history: usize, artifacts: &[Artifact]) -> TaskCounters {
+        let mut next = self.clone();
+        next.events += events as u64;
+        next.history += history as u64;
+        for artifact in artifacts {
+            if !next.artifact_ids.contains(&artifact.artifact_id) {
+                next.artifact_ids.push(artifact.artifact_id.clone());
+            }
+        }
+        next
+    }
+}
+
 /// A task as read from the store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredTask {
@@ -200,6 +216,24 @@ impl TaskUpdate {
 
     pub fn task_id(&self) -> &str {
         &self.base.record.id
+    }
+
+    /// The task as the store holds it once this update has committed: what a `get` would
+    /// read then, without reading (the version condition makes `base` current, and every
+    /// write advances the version by one).
+    pub fn applied(&self) -> StoredTask {
+        StoredTask {
+            record: self
+                .record
+                .clone()
+                .unwrap_or_else(|| self.base.record.clone()),
+            version: self.base.version + 1,
+            counters: self.base.counters.after(
+                self.events.len(),
+                self.history.len(),
+                &self.artifacts,
+            ),
+        }
     }
 }
 

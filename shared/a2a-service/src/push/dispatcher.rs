@@ -17,23 +17,27 @@
 //!   forever; the receiver can always read the task (`GetTask`) to catch up.
 //! - **Isolation.** Pairs are delivered by separate tokio tasks: a slow or dead webhook
 //!   delays only its own config.
-//! - **Where cursors start.** [`PushDispatcher::register`] sets a config's cursor when the
-//!   service creates it (the task's event count then, or 0 for a config given inline with
-//!   the message that creates the task). A config the dispatcher finds in the store without
-//!   having been told about it (created before a restart, or whose `register` is still on
-//!   its way) starts at the task's newest event: its receiver gets the current state and
-//!   everything after. A later `register` moves the cursor to where it says (possibly
-//!   sending an event twice).
+//! - **Where cursors start.** [`PushDispatcher::register`] sets a config's cursor *before*
+//!   the service stores it (the task's event count then, or 0 for a config given inline
+//!   with the message that creates the task), and [`PushDispatcher::notify`] after it is
+//!   stored starts the deliveries. Registering first means a scan that lists the config
+//!   always knows where it starts. A config the dispatcher finds in the store without having
+//!   been told about it (created before a restart, or by another process) starts at the
+//!   task's newest event: its receiver gets the current state and everything after.
+//!   Registering a known config again (a replaced config) moves its cursor to where it
+//!   says (possibly sending an event twice).
 //! - **In memory only.** Cursors live in this process. Deliveries pending at shutdown (past
 //!   [`PushDispatcher::shutdown`]'s bound) or at a crash are not resumed after a restart; the
-//!   deployed notifier reads the table's stream, which does resume them.
+//!   deployed notifier reads the table's stream, which does resume them. A config of a task
+//!   that has ended is not started unless registered (its pair may have been forgotten
+//!   after sending the terminal event).
 //! - **Clean-up.** A pair is forgotten when its config is deleted, or once its task is
 //!   terminal and every event was sent.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use task_store::{PushConfig, Store, StoreError, StoredEvent};
 use tokio::runtime::Handle;
@@ -42,6 +46,9 @@ use tokio::task::AbortHandle;
 
 use super::sender::PushSender;
 
+/// How long a registered config may take to appear in the store before a scan that does not
+/// find it forgets it (its write failed).
+const STORE_GRACE: Duration = Duration::from_secs(60);
 /// Events read from the log at a time.
 const PAGE: usize = 100;
 /// Attempts at a failing store read before a worker waits for the next notification.
@@ -75,8 +82,6 @@ struct State {
     /// Set by `shutdown`: no new notifications or registrations.
     closed: bool,
     tasks: HashMap<String, TaskEntry>,
-    /// Counts registrations, so a scan does not drop a cursor registered while it listed.
-    epoch: u64,
     next_job: u64,
     jobs: HashMap<u64, AbortHandle>,
 }
@@ -99,18 +104,20 @@ struct Cursor {
     running: bool,
     /// New events may have come since the worker last read the log.
     dirty: bool,
-    /// The registration epoch (0: found by a scan).
-    epoch: u64,
+    /// Registered and not yet seen in the store (its write may still be on its way): a
+    /// scan keeps it for [`STORE_GRACE`] after registering even though it lists no such
+    /// config.
+    registered_at: Option<Instant>,
 }
 
 impl Cursor {
-    fn new(next_seq: u64, epoch: u64) -> Self {
+    fn new(next_seq: u64, registered_at: Option<Instant>) -> Self {
         Self {
             next_seq,
             reset: None,
             running: false,
             dirty: false,
-            epoch,
+            registered_at,
         }
     }
 }
@@ -144,34 +151,40 @@ impl PushDispatcher {
         Shared::wake_task(&self.shared, &mut state, task_id);
     }
 
-    /// Sets where deliveries to a new config start: `from_seq` is the first event sequence
+    /// Sets where deliveries to a config start: `from_seq` is the first event sequence
     /// number to send (the task's event count when the config is created; 0 for a config
-    /// given inline with the message that creates the task). Call it after the config is
-    /// stored. Replacing a config (same id) and registering again moves its cursor.
+    /// given inline with the message that creates the task). Call it before the config is
+    /// stored, and [`notify`](Self::notify) once it is. Replacing a config (same id) and
+    /// registering again moves its cursor. A config registered but never stored is
+    /// forgotten by the next scan.
     pub fn register(&self, task_id: &str, config_id: &str, from_seq: u64) {
         let mut state = self.shared.lock();
         if state.closed {
             return;
         }
-        state.epoch += 1;
-        let epoch = state.epoch;
+        let now = Some(Instant::now());
         let entry = state.tasks.entry(task_id.to_owned()).or_default();
         match entry.configs.get_mut(config_id) {
             Some(cursor) if cursor.running => {
                 cursor.reset = Some(from_seq);
-                cursor.epoch = epoch;
+                cursor.registered_at = now;
             }
             Some(cursor) => {
                 cursor.next_seq = from_seq;
-                cursor.epoch = epoch;
+                cursor.registered_at = now;
             }
             None => {
                 entry
                     .configs
-                    .insert(config_id.to_owned(), Cursor::new(from_seq, epoch));
+                    .insert(config_id.to_owned(), Cursor::new(from_seq, now));
             }
         }
-        Shared::wake_task(&self.shared, &mut state, task_id);
+    }
+
+    /// Whether a scan of the task's configs is running (`None`: the task is not tracked).
+    #[cfg(test)]
+    pub(crate) fn scanning(&self, task_id: &str) -> Option<bool> {
+        self.shared.lock().tasks.get(task_id).map(|t| t.scanning)
     }
 
     /// Stops taking notifications and lets the running deliveries finish what they have to
@@ -244,7 +257,6 @@ impl Shared {
     /// Lists the task's configs and starts (or wakes) one worker per config.
     async fn scan(self: Arc<Self>, task_id: String) {
         loop {
-            let epoch = self.lock().epoch;
             let listed = self
                 .retry_store(|| self.store.list_push_configs(&task_id))
                 .await;
@@ -266,10 +278,15 @@ impl Shared {
                 ids.iter()
                     .any(|id| known.is_none_or(|k| !k.contains_key(id)))
             };
-            // Configs found without a `register` start at the newest event.
+            // Configs found without a `register` start at the newest event, unless the task
+            // ended: a pair is forgotten once its terminal event went out, and starting it
+            // again would send that event twice (a config from before a restart is not
+            // resumed, as documented above).
             let newest = if unknown {
                 match self.retry_store(|| self.store.get(&task_id)).await {
-                    Ok(task) => task.map(|t| t.counters.events.saturating_sub(1)),
+                    Ok(task) => task
+                        .filter(|t| !t.record.state().is_terminal())
+                        .map(|t| t.counters.events.saturating_sub(1)),
                     Err(err) => {
                         tracing::warn!(task_id, error = %err, "cannot read the task for its push configs");
                         None
@@ -292,9 +309,10 @@ impl Shared {
                         (None, Some(newest)) => entry
                             .configs
                             .entry(id.clone())
-                            .or_insert(Cursor::new(newest, 0)),
+                            .or_insert(Cursor::new(newest, None)),
                         (None, None) => continue,
                     };
+                    cursor.registered_at = None; // stored: from now on, absent means deleted
                     if cursor.running {
                         cursor.dirty = true;
                     } else {
@@ -302,10 +320,13 @@ impl Shared {
                         start.push(id.clone());
                     }
                 }
-                // Deleted configs; keep those registered since the listing began.
-                entry
-                    .configs
-                    .retain(|id, c| c.running || c.epoch > epoch || ids.contains(id));
+                // Deleted configs go; registered ones whose write may still be on its way stay.
+                let now = Instant::now();
+                entry.configs.retain(|id, c| {
+                    c.running
+                        || ids.contains(id)
+                        || c.registered_at.is_some_and(|at| now - at < STORE_GRACE)
+                });
             }
             let again = std::mem::take(&mut entry.rescan);
             if !again {

@@ -21,7 +21,11 @@ impl crate::listener::EventListener for PushDispatcher {
         self.notify(task_id);
     }
 
-    fn push_config_created(&self, task_id: &str, config_id: &str, from_seq: u64) {
+    fn push_config_storing(&self, task_id: &str, config_id: &str, from_seq: u64) {
         self.register(task_id, config_id, from_seq);
+    }
+
+    fn push_config_stored(&self, task_id: &str) {
+        self.notify(task_id);
     }
 }

@@ -965,6 +965,36 @@ async fn shutdown_lets_pending_deliveries_finish() {
     receiver.stop().await;
 }
 
+/// The service registers a config before storing it: a scan that runs in between (another
+/// event of the task) must neither drop the registration nor start the config anywhere
+/// else, so it gets every event from where it was registered, once and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_config_registered_before_it_is_stored_starts_where_registered() {
+    let fx = fixture().await;
+    let store = &fx.store;
+    let receiver = Receiver::start(|_, _| ok()).await;
+    create_task(&**store, "t-1").await;
+    append(&**store, "t-1", "e1", TaskState::Working).await;
+    let push = dispatcher(store, dispatch_options());
+    push.register("t-1", "c", 0);
+    // A scan lists no config yet, and must keep the registration.
+    append(&**store, "t-1", "e2", TaskState::Working).await;
+    push.notify("t-1");
+    eventually("the scan to settle", || push.scanning("t-1") == Some(false)).await;
+    store
+        .put_push_config(config("t-1", "c", &receiver.url))
+        .await
+        .unwrap();
+    push.notify("t-1");
+    eventually("three events", || receiver.delivered().len() >= 3).await;
+    append(&**store, "t-1", "e3", TaskState::Completed).await;
+    push.notify("t-1");
+    eventually("four events", || receiver.delivered().len() >= 4).await;
+    assert_eq!(push.shutdown(Duration::from_secs(5)).await, 0);
+    assert_eq!(receiver.delivered(), ids("t-1", &["e0", "e1", "e2", "e3"]));
+    receiver.stop().await;
+}
+
 #[test]
 fn the_dispatcher_needs_a_runtime() {
     let dir = tempfile::tempdir().unwrap();
