@@ -59,6 +59,27 @@ impl Runner {
         }
     }
 
+    fn ttl(&self) -> Duration {
+        Duration::from_std(self.inner.config.lease_ttl).unwrap_or(Duration::seconds(30))
+    }
+
+    fn owner(&self) -> String {
+        format!("{}:{}", self.inner.config.instance_id, uuid::Uuid::new_v4())
+    }
+
+    /// A lease on a task about to be created, for [`NewTask::lease`]: its creator then runs
+    /// it with [`kick_leased`](Self::kick_leased), without taking the lease in another write.
+    ///
+    /// [`NewTask::lease`]: task_store::NewTask::lease
+    pub fn new_lease(&self, task_id: &str) -> Lease {
+        Lease {
+            task_id: task_id.to_owned(),
+            owner: self.owner(),
+            token: uuid::Uuid::new_v4().to_string(),
+            expires_at: Utc::now() + self.ttl(),
+        }
+    }
+
     /// Runs the task in the background (if nobody else runs it).
     pub fn kick(&self, task_id: &str) -> tokio::task::JoinHandle<()> {
         let runner = self.clone();
@@ -66,19 +87,36 @@ impl Runner {
         tokio::spawn(async move { runner.run(&task_id).await })
     }
 
+    /// Runs in the background a task whose lease this runner already holds.
+    pub fn kick_leased(&self, lease: Lease) -> tokio::task::JoinHandle<()> {
+        let runner = self.clone();
+        tokio::spawn(async move {
+            let task_id = lease.task_id.clone();
+            runner.report(&task_id, runner.try_run(&task_id, Some(lease)).await);
+        })
+    }
+
     /// Takes the lease and drains the inbox; returns at once if another runner holds it.
     pub async fn run(&self, task_id: &str) {
-        if let Err(err) = self.try_run(task_id).await {
+        self.report(task_id, self.try_run(task_id, None).await);
+    }
+
+    fn report(&self, task_id: &str, outcome: Result<(), StoreError>) {
+        if let Err(err) = outcome {
             warn!(task_id, error = %err, "run stopped; the inbox keeps what was not processed");
         }
     }
 
-    async fn try_run(&self, task_id: &str) -> Result<(), StoreError> {
+    async fn try_run(&self, task_id: &str, mut held: Option<Lease>) -> Result<(), StoreError> {
         let store = &self.inner.store;
-        let owner = format!("{}:{}", self.inner.config.instance_id, uuid::Uuid::new_v4());
-        let ttl = Duration::from_std(self.inner.config.lease_ttl).unwrap_or(Duration::seconds(30));
+        let owner = self.owner();
+        let ttl = self.ttl();
         loop {
-            let mut lease = match store.acquire(task_id, &owner, Utc::now(), ttl).await {
+            let acquired = match held.take() {
+                Some(lease) => Ok(lease),
+                None => store.acquire(task_id, &owner, Utc::now(), ttl).await,
+            };
+            let mut lease = match acquired {
                 Ok(lease) => lease,
                 Err(StoreError::Conflict(Conflict::LeaseHeld { .. })) => return Ok(()),
                 Err(err) => return Err(err),

@@ -27,8 +27,8 @@ use task_core::lifecycle::{self, LifecycleEvent};
 use task_core::policy::{self, AccessDenied, Action};
 use task_core::{A2UI_MEDIA_TYPE, DomainError, TASK_METADATA_KEY};
 use task_store::{
-    AuditEntry, Change, Conflict, InboxItem, InboxKey, ListQuery, NewTask, Store, StoreError,
-    StoredTask, TaskRecord, TaskUpdate,
+    AuditEntry, Change, Conflict, InboxItem, InboxKey, Lease, ListQuery, NewTask, Store,
+    StoreError, StoredTask, TaskRecord, TaskUpdate,
 };
 use tracing::{error, warn};
 
@@ -75,6 +75,8 @@ enum Intake {
         first: Box<Task>,
         from_seq: u64,
         push_from: u64,
+        /// The run lease, when the task was created with it (this process runs it).
+        lease: Option<Lease>,
     },
     /// The agent answered a new message directly: no task, nothing stored.
     Direct(Box<Message>),
@@ -347,9 +349,23 @@ impl Service {
         };
         if let (Some(mut config), Some((task_id, from))) = (push, push_from) {
             config.task_id = task_id;
-            self.put_push_config(config, from).await?;
+            if let Err(err) = self.put_push_config(config, from).await {
+                // The message is queued all the same: run it rather than strand it.
+                if let Intake::Queued { task_id, lease, .. } = intake {
+                    self.start(&task_id, lease);
+                }
+                return Err(err);
+            }
         }
         Ok(intake)
+    }
+
+    /// Runs a queued message: with the lease the task was created with, or by taking it.
+    fn start(&self, task_id: &str, lease: Option<Lease>) {
+        match lease {
+            Some(lease) => self.runner.kick_leased(lease),
+            None => self.runner.kick(task_id),
+        };
     }
 
     fn webhook_policy(&self) -> WebhookPolicy {
@@ -461,7 +477,25 @@ impl Service {
             .iter()
             .any(|p| !matches!(envelope_kind(p), Some(EnvelopePart::Task)));
         if has_content {
+            // The task is created with its message accepted and this process running it: the
+            // transition to WORKING, its event and the run lease go in the creating write.
+            let accepted = lifecycle::next(
+                &TaskState::Submitted,
+                None,
+                record.extension.effective_lifecycle(),
+                LifecycleEvent::MessageAccepted {
+                    answers_help_request: false,
+                },
+            )
+            .map_err(domain_error)?;
             new.inbox.push(Self::inbox_item(sender, message, &record));
+            record.status = view::status(accepted.to, None, now);
+            record.sub_state = accepted.sub_state;
+            new.events
+                .push(view::status_update(&record, Some(&message.message_id)));
+            new.record = record;
+            let lease = self.runner.new_lease(&task_id);
+            new.lease = Some(lease.clone());
             self.commit(vec![Change::Create(Box::new(new))])
                 .await
                 .map_err(store_error)?;
@@ -471,6 +505,7 @@ impl Service {
                 first: Box::new(created),
                 from_seq: 1,
                 push_from: 0,
+                lease: Some(lease),
             });
         }
         // An envelope alone creates the task and asks nothing of the agent: like a command,
@@ -676,6 +711,7 @@ impl Service {
                 first: Box::new(view::task(&current.record, None, None)),
                 from_seq: current.counters.events,
                 push_from: current.counters.events,
+                lease: None,
             }),
             Err(StoreError::Conflict(Conflict::DuplicateMessage { .. })) => {
                 // A repeat of a message already received: answer with the task as it is.
@@ -923,9 +959,10 @@ impl A2aApi for Service {
                 message_id,
                 first,
                 from_seq,
+                lease,
                 ..
             } => {
-                self.runner.kick(&task_id);
+                self.start(&task_id, lease);
                 if !immediately {
                     // Blocking: until the task ends or waits on the answer to this message.
                     let mut events =
@@ -964,9 +1001,10 @@ impl A2aApi for Service {
                 message_id,
                 first,
                 from_seq,
+                lease,
                 ..
             } => {
-                self.runner.kick(&task_id);
+                self.start(&task_id, lease);
                 Ok(self.follow(task_id, *first, from_seq, Some(message_id)))
             }
         }

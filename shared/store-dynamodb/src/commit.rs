@@ -446,6 +446,15 @@ fn plan_create(
     for participant in items::participants(&new.record) {
         b.index_put(&new.record, participant)?;
     }
+    if let Some(lease) = &new.lease {
+        let write = put(
+            b.table,
+            crate::leases::lease_item(lease),
+            Some(&Condition::not_exists()),
+        )?;
+        // A lease on the id of a task that does not exist yet: the id is taken.
+        b.push(write, Guard::NewTask(task_id.to_owned()));
+    }
     b.plan.committed.push(Committed {
         task_id: task_id.to_owned(),
         version: 1,

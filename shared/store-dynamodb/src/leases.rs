@@ -48,6 +48,18 @@ fn expiry_attributes(
     ]
 }
 
+/// The lease item of a held lease.
+pub(crate) fn lease_item(lease: &Lease) -> Item {
+    let millis = keys::epoch_millis(lease.expires_at);
+    let mut item = lease_key(&lease.task_id);
+    item.insert(attr::OWNER.into(), s(lease.owner.clone()));
+    item.insert(attr::TOKEN.into(), s(lease.token.clone()));
+    for (name, value) in expiry_attributes(&lease.task_id, millis) {
+        item.insert(name.into(), value);
+    }
+    item
+}
+
 fn millis_to_time(item: &Item) -> Result<DateTime<Utc>, DynamoDbError> {
     let millis: i64 = items::get_n(item, attr::EXPIRES_AT)?;
     DateTime::from_timestamp_millis(millis).ok_or_else(|| {
@@ -64,20 +76,15 @@ impl LeaseStore for DynamoDbStore {
         now: DateTime<Utc>,
         ttl: Duration,
     ) -> StoreResult<Lease> {
-        let (expires_at, millis) = expiry(now, ttl)?;
+        let (expires_at, _) = expiry(now, ttl)?;
         let token = uuid::Uuid::new_v4().to_string();
-        let mut item = lease_key(task_id);
-        item.insert(attr::OWNER.into(), s(owner));
-        item.insert(attr::TOKEN.into(), s(token.clone()));
-        for (name, value) in expiry_attributes(task_id, millis) {
-            item.insert(name.into(), value);
-        }
         let lease = Lease {
             task_id: task_id.to_owned(),
             owner: owner.to_owned(),
             token: token.clone(),
             expires_at,
         };
+        let item = lease_item(&lease);
         let put = self
             .client
             .put_item()

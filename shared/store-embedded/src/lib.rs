@@ -1,37 +1,47 @@
 //! The embedded store: the local default, a single crash-safe file (redb: copy-on-write
 //! B-trees, every commit fsynced), with exactly the contract of the DynamoDB adapter.
 //!
-//! Every write is one redb write transaction: redb runs one at a time, so a commit's
-//! conditions (version, states, role, message ids, inbox items) are checked and its writes
-//! applied with nothing in between, the same all-or-nothing the DynamoDB adapter gets from
-//! `TransactWriteItems`. One writer thread runs them and syncs them to disk in groups
-//! ([`writer`]); reads run on the caller's thread (a read transaction of cached pages takes
-//! microseconds, less than a hand-off to another thread). The size rules of `task_store::limits` apply unchanged, so a task
-//! that works here works on AWS.
+//! Every write goes through one writer thread ([`writer`]) that applies the writes queued
+//! together in one redb transaction and commits it durably once (group commit). Each write's
+//! conditions (version, message ids, inbox items, leases) are checked before it writes
+//! anything, so one refused write leaves nothing in the shared transaction: a commit stands
+//! or falls whole, the same all-or-nothing the DynamoDB adapter gets from
+//! `TransactWriteItems`, with conditions judged against the state before the commit.
+//!
+//! The writer thread does only B-tree work: documents are encoded, and the conditions that
+//! follow from the version (states, roles: a task at the version the caller read *is* the
+//! task the caller read) are judged, on the caller's thread. Reads run on the caller's thread
+//! too (a read of cached pages takes microseconds, less than a hand-off to another thread).
+//! The size rules of `task_store::limits` apply unchanged, so a task that works here works on
+//! AWS.
 
 mod writer;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use a2a::{Artifact, Message, TaskState};
+use a2a::{Artifact, Message};
 use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Duration, Utc};
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{
+    Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle, WriteTransaction,
+};
 use serde::{Deserialize, Serialize};
-use task_core::extension::Role;
-use task_core::lifecycle::TERMINAL;
 use task_store::limits::{self, EncodedChange};
 use task_store::{
     AuditEntry, Change, Committed, Conflict, InboxItem, InboxKey, InboxStore, Lease, LeaseStore,
     ListQuery, NewTask, PushConfig, PushConfigStore, StoreError, StoreResult, StoredEvent,
     StoredTask, TaskCounters, TaskPage, TaskRecord, TaskStore, TaskUpdate,
 };
+use writer::backend;
 
-/// Task id → the task document with its version and counters.
-const TASKS: TableDefinition<&str, &str> = TableDefinition::new("tasks");
+/// Task id → the task document (`TaskRecord` JSON).
+const TASKS: TableDefinition<&str, &str> = TableDefinition::new("task_records");
+/// Task id → (version, terminal, events, history messages, artifact ids as a JSON array):
+/// what the writer checks and counts, without parsing the document.
+const META: TableDefinition<&str, (u64, bool, u64, u64, &str)> = TableDefinition::new("task_meta");
 /// (task, seq) → event.
 const EVENTS: TableDefinition<(&str, u64), &str> = TableDefinition::new("events");
 /// (task, n) → history message.
@@ -40,8 +50,9 @@ const HISTORY: TableDefinition<(&str, u64), &str> = TableDefinition::new("histor
 const ARTIFACTS: TableDefinition<(&str, &str), &str> = TableDefinition::new("artifacts");
 /// (task, message id): the message ids a task received.
 const MESSAGE_IDS: TableDefinition<(&str, &str), ()> = TableDefinition::new("message_ids");
-/// (task, seconds, nanos, message id) → inbox item.
-const INBOX: TableDefinition<(&str, i64, u32, &str), &str> = TableDefinition::new("inbox");
+/// (task, seconds, nanos, message id) → (sender, message).
+const INBOX: TableDefinition<(&str, i64, u32, &str), (&str, &str)> =
+    TableDefinition::new("inbox_items");
 /// (task, seconds, nanos, message id) → audit entry.
 const AUDIT: TableDefinition<(&str, i64, u32, &str), &str> = TableDefinition::new("audit");
 /// (task, config id) → push config.
@@ -51,20 +62,9 @@ const LEASES: TableDefinition<&str, &str> = TableDefinition::new("leases");
 /// (participant, status seconds, status nanos, task id): ListTasks' index.
 const INDEX: TableDefinition<(&str, i64, u32, &str), ()> =
     TableDefinition::new("participant_index");
-
-/// A task as the `tasks` table holds it.
-#[derive(Serialize, Deserialize)]
-struct TaskDoc {
-    record: TaskRecord,
-    version: u64,
-    counters: TaskCounters,
-}
-
-#[derive(Serialize, Deserialize)]
-struct InboxDoc {
-    sender: String,
-    message: Message,
-}
+/// Tables of the first file layout (task documents with their counters inside), which this
+/// version does not read.
+const OLD_LAYOUT_TABLES: &[&str] = &["tasks", "inbox"];
 
 #[derive(Serialize, Deserialize)]
 struct LeaseDoc {
@@ -79,10 +79,6 @@ struct LeaseDoc {
 pub struct EmbeddedStore {
     db: Arc<Database>,
     writer: Arc<writer::Writer>,
-}
-
-fn backend(err: impl std::error::Error + Send + Sync + 'static) -> StoreError {
-    StoreError::backend(err)
 }
 
 fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
@@ -102,18 +98,28 @@ fn time_key(t: DateTime<Utc>) -> (i64, u32) {
     (t.timestamp(), t.timestamp_subsec_nanos())
 }
 
-fn is_terminal(state: &TaskState) -> bool {
-    TERMINAL.contains(state)
-}
-
 impl EmbeddedStore {
     /// Opens the store at `path`, creating it if needed.
     pub fn open(path: impl AsRef<Path>) -> StoreResult<Self> {
+        let path = path.as_ref();
         let db = Database::create(path).map_err(backend)?;
         let txn = db.begin_write().map_err(backend)?;
+        if let Some(old) = txn
+            .list_tables()
+            .map_err(backend)?
+            .find(|t| OLD_LAYOUT_TABLES.contains(&t.name()))
+        {
+            return Err(StoreError::Invalid(format!(
+                "{} was written by an earlier version of the embedded store (table {:?}); \
+                 move it away to start afresh",
+                path.display(),
+                old.name()
+            )));
+        }
         // Create every table up front, so readers never meet a missing one.
         {
             txn.open_table(TASKS).map_err(backend)?;
+            txn.open_table(META).map_err(backend)?;
             txn.open_table(EVENTS).map_err(backend)?;
             txn.open_table(HISTORY).map_err(backend)?;
             txn.open_table(ARTIFACTS).map_err(backend)?;
@@ -130,200 +136,182 @@ impl EmbeddedStore {
         Ok(Self { db, writer })
     }
 
-    /// Runs read-only work on the database, on the caller's thread.
-    fn read<T>(&self, work: impl FnOnce(&Database) -> StoreResult<T>) -> StoreResult<T> {
-        work(&self.db)
-    }
-
-    /// Runs `work` in one write transaction, committed only if it succeeds; returns once the
-    /// commit is durable.
-    async fn write<T: Send + 'static>(
+    /// Runs read-only work on the last committed state, on the caller's thread.
+    fn read<T>(
         &self,
-        work: impl FnOnce(&WriteTransaction) -> StoreResult<T> + Send + 'static,
+        work: impl FnOnce(&redb::ReadTransaction) -> StoreResult<T>,
     ) -> StoreResult<T> {
-        self.writer.write(work).await
+        let txn = self.db.begin_read().map_err(backend)?;
+        work(&txn)
     }
 }
 
-fn read_task(txn: &WriteTransaction, id: &str) -> StoreResult<Option<TaskDoc>> {
-    let tasks = txn.open_table(TASKS).map_err(backend)?;
-    let doc = tasks.get(id).map_err(backend)?;
-    doc.map(|d| parse("task", d.value())).transpose()
-}
+// ---------------------------------------------------------------------------------------------
+// Writes: prepared on the caller's thread, checked then applied by the writer
+// ---------------------------------------------------------------------------------------------
 
-fn index_entries(txn: &WriteTransaction, record: &TaskRecord, insert: bool) -> StoreResult<()> {
-    let mut index = txn.open_table(INDEX).map_err(backend)?;
+/// Index keys (participant, status time) of a task document.
+fn index_keys(record: &TaskRecord) -> Vec<(String, i64, u32)> {
     let (secs, nanos) = time_key(record.status.timestamp.unwrap_or_default());
-    for (participant, _) in record.roles() {
-        let key = (participant, secs, nanos, record.id.as_str());
-        if insert {
-            index.insert(key, ()).map_err(backend)?;
-        } else {
-            index.remove(key).map_err(backend)?;
-        }
-    }
-    Ok(())
+    record
+        .roles()
+        .map(|(participant, _)| (participant.to_owned(), secs, nanos))
+        .collect()
 }
 
-fn record_message_ids(txn: &WriteTransaction, task_id: &str, ids: &[String]) -> StoreResult<()> {
-    let mut table = txn.open_table(MESSAGE_IDS).map_err(backend)?;
-    for id in ids {
-        if table
-            .insert((task_id, id.as_str()), ())
-            .map_err(backend)?
-            .is_some()
-        {
-            return Err(Conflict::DuplicateMessage {
-                task_id: task_id.to_owned(),
-                message_id: id.clone(),
-            }
-            .into());
-        }
-    }
-    Ok(())
+/// One change of a commit, ready for the writer.
+struct Prepared {
+    task_id: String,
+    /// `None`: create (the task must not exist); `Some(v)`: update from version `v`.
+    expected_version: Option<u64>,
+    version: u64,
+    terminal: bool,
+    counters: TaskCounters,
+    artifact_ids: String,
+    first_seq: u64,
+    first_history: u64,
+    docs: EncodedChange,
+    message_ids: Vec<String>,
+    /// (key, sender) of the inbox items a creation queues; their messages are `docs.inbox`.
+    inbox: Vec<(InboxKey, String)>,
+    consume_inbox: Vec<InboxKey>,
+    /// Index entries to drop and to add.
+    unindex: Vec<(String, i64, u32)>,
+    index: Vec<(String, i64, u32)>,
+    /// False for an update without a record (the document stays as it is).
+    write_document: bool,
+    /// The run lease a creation takes (the lease document).
+    lease: Option<String>,
 }
 
-/// Appends the change's logs; returns the event sequence numbers given.
-fn append_logs(
-    txn: &WriteTransaction,
-    task_id: &str,
-    counters: &mut TaskCounters,
-    docs: &EncodedChange,
-) -> StoreResult<Vec<u64>> {
-    let mut seqs = Vec::with_capacity(docs.events.len());
-    {
-        let mut events = txn.open_table(EVENTS).map_err(backend)?;
-        for event in &docs.events {
-            events
-                .insert((task_id, counters.events), event.as_str())
-                .map_err(backend)?;
-            seqs.push(counters.events);
-            counters.events += 1;
-        }
+fn duplicate_message(task_id: &str, message_id: &str) -> StoreError {
+    Conflict::DuplicateMessage {
+        task_id: task_id.to_owned(),
+        message_id: message_id.to_owned(),
     }
-    {
-        let mut history = txn.open_table(HISTORY).map_err(backend)?;
-        for message in &docs.history {
-            history
-                .insert((task_id, counters.history), message.as_str())
-                .map_err(backend)?;
-            counters.history += 1;
-        }
-    }
-    {
-        let mut artifacts = txn.open_table(ARTIFACTS).map_err(backend)?;
-        for (id, artifact) in &docs.artifacts {
-            artifacts
-                .insert((task_id, id.as_str()), artifact.as_str())
-                .map_err(backend)?;
-            if !counters.artifact_ids.contains(id) {
-                counters.artifact_ids.push(id.clone());
-            }
-        }
-    }
-    {
-        let mut audit = txn.open_table(AUDIT).map_err(backend)?;
-        for (entry, text) in &docs.audit {
-            let (secs, nanos) = time_key(entry.at);
-            audit
-                .insert(
-                    (task_id, secs, nanos, entry.message_id.as_str()),
-                    text.as_str(),
-                )
-                .map_err(backend)?;
-        }
-    }
-    Ok(seqs)
+    .into()
 }
 
-/// Records the item's message id and queues it.
-fn queue(txn: &WriteTransaction, task_id: &str, item: &InboxItem) -> StoreResult<()> {
-    record_message_ids(txn, task_id, std::slice::from_ref(&item.key.message_id))?;
-    let doc = json(&InboxDoc {
-        sender: item.sender.clone(),
-        message: item.message.clone(),
-    })?;
-    let (secs, nanos) = time_key(item.key.enqueued_at);
-    let mut inbox = txn.open_table(INBOX).map_err(backend)?;
-    inbox
-        .insert(
-            (task_id, secs, nanos, item.key.message_id.as_str()),
-            doc.as_str(),
-        )
-        .map_err(backend)?;
-    Ok(())
-}
-
-fn write_doc(txn: &WriteTransaction, doc: &TaskDoc) -> StoreResult<()> {
-    let text = json(doc)?;
-    let mut tasks = txn.open_table(TASKS).map_err(backend)?;
-    tasks
-        .insert(doc.record.id.as_str(), text.as_str())
-        .map_err(backend)?;
-    Ok(())
-}
-
-fn apply_create(
-    txn: &WriteTransaction,
-    new: &NewTask,
-    docs: &EncodedChange,
-) -> StoreResult<Committed> {
-    let id = new.record.id.as_str();
-    if read_task(txn, id)?.is_some() {
-        return Err(Conflict::TaskExists(id.to_owned()).into());
-    }
-    record_message_ids(txn, id, &new.message_ids)?;
-    for item in &new.inbox {
-        queue(txn, id, item)?;
-    }
-    let mut counters = TaskCounters::default();
-    let seqs = append_logs(txn, id, &mut counters, docs)?;
-    write_doc(
-        txn,
-        &TaskDoc {
-            record: new.record.clone(),
-            version: 1,
-            counters,
-        },
-    )?;
-    index_entries(txn, &new.record, true)?;
-    Ok(Committed {
-        task_id: id.to_owned(),
+fn prepare_create(new: &NewTask, docs: EncodedChange) -> StoreResult<Prepared> {
+    let id = new.record.id.clone();
+    let mut message_ids = new.message_ids.clone();
+    message_ids.extend(new.inbox.iter().map(|i| i.key.message_id.clone()));
+    let counters = TaskCounters::default().after(new.events.len(), new.history.len(), &[]);
+    Ok(Prepared {
+        expected_version: None,
         version: 1,
-        event_seqs: seqs,
+        terminal: new.record.state().is_terminal(),
+        artifact_ids: json(&counters.artifact_ids)?,
+        counters,
+        first_seq: 0,
+        first_history: 0,
+        docs,
+        message_ids,
+        inbox: new
+            .inbox
+            .iter()
+            .map(|i| (i.key.clone(), i.sender.clone()))
+            .collect(),
+        consume_inbox: Vec::new(),
+        unindex: Vec::new(),
+        index: index_keys(&new.record),
+        write_document: true,
+        lease: new.lease.as_ref().map(lease_doc).transpose()?,
+        task_id: id,
     })
 }
 
-fn apply_update(
-    txn: &WriteTransaction,
-    update: &TaskUpdate,
-    docs: &EncodedChange,
-) -> StoreResult<Committed> {
+fn prepare_update(update: &TaskUpdate, docs: EncodedChange) -> StoreResult<Prepared> {
+    let base = &update.base;
     let id = update.task_id();
-    let changed = || StoreError::from(Conflict::TaskChanged(id.to_owned()));
-    let current = read_task(txn, id)?.ok_or_else(changed)?;
+    // At the expected version the stored task is `base`, so these conditions are judged on it.
     let state_allowed =
-        update.allowed_states.is_empty() || update.allowed_states.contains(current.record.state());
-    let role_held = update
-        .actor_role
-        .as_ref()
-        .is_none_or(|(actor, role): &(String, Role)| {
-            current
-                .record
-                .extension
-                .participant(actor)
-                .is_some_and(|p| p.role == *role)
-        });
-    if current.version != update.base.version || !state_allowed || !role_held {
-        return Err(changed());
+        update.allowed_states.is_empty() || update.allowed_states.contains(base.record.state());
+    let role_held = update.actor_role.as_ref().is_none_or(|(actor, role)| {
+        base.record
+            .extension
+            .participant(actor)
+            .is_some_and(|p| p.role == *role)
+    });
+    if !state_allowed || !role_held {
+        return Err(Conflict::TaskChanged(id.to_owned()).into());
     }
-    record_message_ids(txn, id, &update.message_ids)?;
-    {
-        let mut inbox = txn.open_table(INBOX).map_err(backend)?;
-        for key in &update.consume_inbox {
+    let applied = update.applied();
+    let (unindex, index) = match &update.record {
+        Some(record) => (index_keys(&base.record), index_keys(record)),
+        None => (Vec::new(), Vec::new()),
+    };
+    Ok(Prepared {
+        task_id: id.to_owned(),
+        expected_version: Some(base.version),
+        version: applied.version,
+        terminal: applied.record.state().is_terminal(),
+        artifact_ids: json(&applied.counters.artifact_ids)?,
+        counters: applied.counters,
+        first_seq: base.counters.events,
+        first_history: base.counters.history,
+        docs,
+        message_ids: update.message_ids.clone(),
+        inbox: Vec::new(),
+        consume_inbox: update.consume_inbox.clone(),
+        unindex,
+        index,
+        write_document: update.record.is_some(),
+        lease: None,
+    })
+}
+
+/// The version and terminal flag of a task, if it exists.
+fn meta_of(txn: &WriteTransaction, task_id: &str) -> StoreResult<Option<(u64, bool)>> {
+    let meta = txn.open_table(META).map_err(backend)?;
+    let found = meta.get(task_id).map_err(backend)?;
+    Ok(found.map(|m| {
+        let (version, terminal, ..) = m.value();
+        (version, terminal)
+    }))
+}
+
+fn check_message_ids(txn: &WriteTransaction, task_id: &str, ids: &[String]) -> StoreResult<()> {
+    let table = txn.open_table(MESSAGE_IDS).map_err(backend)?;
+    for (i, id) in ids.iter().enumerate() {
+        if ids[..i].contains(id)
+            || table
+                .get((task_id, id.as_str()))
+                .map_err(backend)?
+                .is_some()
+        {
+            return Err(duplicate_message(task_id, id));
+        }
+    }
+    Ok(())
+}
+
+/// Every condition of a commit, judged before any of it is written.
+fn check_commit(txn: &WriteTransaction, changes: &[Prepared]) -> StoreResult<()> {
+    for change in changes {
+        let id = change.task_id.as_str();
+        match (meta_of(txn, id)?, change.expected_version) {
+            (Some(_), None) => return Err(Conflict::TaskExists(id.to_owned()).into()),
+            (None, None) => {}
+            (Some((version, _)), Some(expected)) if version == expected => {}
+            (_, Some(_)) => return Err(Conflict::TaskChanged(id.to_owned()).into()),
+        }
+        if change.lease.is_some()
+            && txn
+                .open_table(LEASES)
+                .map_err(backend)?
+                .get(id)
+                .map_err(backend)?
+                .is_some()
+        {
+            return Err(Conflict::TaskExists(id.to_owned()).into());
+        }
+        check_message_ids(txn, id, &change.message_ids)?;
+        let inbox = txn.open_table(INBOX).map_err(backend)?;
+        for key in &change.consume_inbox {
             let (secs, nanos) = time_key(key.enqueued_at);
             if inbox
-                .remove((id, secs, nanos, key.message_id.as_str()))
+                .get((id, secs, nanos, key.message_id.as_str()))
                 .map_err(backend)?
                 .is_none()
             {
@@ -331,30 +319,123 @@ fn apply_update(
             }
         }
     }
-    let mut counters = current.counters.clone();
-    let seqs = append_logs(txn, id, &mut counters, docs)?;
-    let record = update
-        .record
-        .clone()
-        .unwrap_or_else(|| current.record.clone());
-    if update.record.is_some() {
-        index_entries(txn, &current.record, false)?;
-        index_entries(txn, &record, true)?;
+    Ok(())
+}
+
+fn apply_commit(txn: &WriteTransaction, changes: Vec<Prepared>) -> StoreResult<Vec<Committed>> {
+    let mut meta = txn.open_table(META).map_err(backend)?;
+    let mut tasks = txn.open_table(TASKS).map_err(backend)?;
+    let mut events = txn.open_table(EVENTS).map_err(backend)?;
+    let mut history = txn.open_table(HISTORY).map_err(backend)?;
+    let mut artifacts = txn.open_table(ARTIFACTS).map_err(backend)?;
+    let mut message_ids = txn.open_table(MESSAGE_IDS).map_err(backend)?;
+    let mut inbox = txn.open_table(INBOX).map_err(backend)?;
+    let mut audit = txn.open_table(AUDIT).map_err(backend)?;
+    let mut index = txn.open_table(INDEX).map_err(backend)?;
+    let mut leases = txn.open_table(LEASES).map_err(backend)?;
+    let mut committed = Vec::with_capacity(changes.len());
+    for change in changes {
+        let id = change.task_id.as_str();
+        let docs = &change.docs;
+        if change.write_document {
+            tasks.insert(id, docs.task.as_str()).map_err(backend)?;
+        }
+        meta.insert(
+            id,
+            (
+                change.version,
+                change.terminal,
+                change.counters.events,
+                change.counters.history,
+                change.artifact_ids.as_str(),
+            ),
+        )
+        .map_err(backend)?;
+        for message_id in &change.message_ids {
+            message_ids
+                .insert((id, message_id.as_str()), ())
+                .map_err(backend)?;
+        }
+        for ((key, sender), message) in change.inbox.iter().zip(&docs.inbox) {
+            let (secs, nanos) = time_key(key.enqueued_at);
+            inbox
+                .insert(
+                    (id, secs, nanos, key.message_id.as_str()),
+                    (sender.as_str(), message.as_str()),
+                )
+                .map_err(backend)?;
+        }
+        for key in &change.consume_inbox {
+            let (secs, nanos) = time_key(key.enqueued_at);
+            inbox
+                .remove((id, secs, nanos, key.message_id.as_str()))
+                .map_err(backend)?;
+        }
+        let mut seqs = Vec::with_capacity(docs.events.len());
+        for (seq, event) in (change.first_seq..).zip(&docs.events) {
+            events.insert((id, seq), event.as_str()).map_err(backend)?;
+            seqs.push(seq);
+        }
+        for (n, message) in (change.first_history..).zip(&docs.history) {
+            history.insert((id, n), message.as_str()).map_err(backend)?;
+        }
+        for (artifact_id, artifact) in &docs.artifacts {
+            artifacts
+                .insert((id, artifact_id.as_str()), artifact.as_str())
+                .map_err(backend)?;
+        }
+        for (entry, text) in &docs.audit {
+            let (secs, nanos) = time_key(entry.at);
+            audit
+                .insert((id, secs, nanos, entry.message_id.as_str()), text.as_str())
+                .map_err(backend)?;
+        }
+        for (participant, secs, nanos) in &change.unindex {
+            index
+                .remove((participant.as_str(), *secs, *nanos, id))
+                .map_err(backend)?;
+        }
+        for (participant, secs, nanos) in &change.index {
+            index
+                .insert((participant.as_str(), *secs, *nanos, id), ())
+                .map_err(backend)?;
+        }
+        if let Some(lease) = &change.lease {
+            leases.insert(id, lease.as_str()).map_err(backend)?;
+        }
+        committed.push(Committed {
+            task_id: change.task_id.clone(),
+            version: change.version,
+            event_seqs: seqs,
+        });
     }
-    let version = current.version + 1;
-    write_doc(
-        txn,
-        &TaskDoc {
-            record,
-            version,
-            counters,
-        },
-    )?;
-    Ok(Committed {
-        task_id: id.to_owned(),
+    Ok(committed)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+// ---------------------------------------------------------------------------------------------
+
+fn read_task(txn: &redb::ReadTransaction, task_id: &str) -> StoreResult<Option<StoredTask>> {
+    let meta = txn.open_table(META).map_err(backend)?;
+    let Some(found) = meta.get(task_id).map_err(backend)? else {
+        return Ok(None);
+    };
+    let (version, _, events, history, artifact_ids) = found.value();
+    let tasks = txn.open_table(TASKS).map_err(backend)?;
+    let doc = tasks
+        .get(task_id)
+        .map_err(backend)?
+        .ok_or_else(|| corrupt("task", format!("{task_id} has counters but no document")))?;
+    Ok(Some(StoredTask {
+        record: parse("task", doc.value())?,
         version,
-        event_seqs: seqs,
-    })
+        counters: TaskCounters {
+            events,
+            history,
+            artifact_ids: parse("artifact ids", artifact_ids)?,
+        },
+    }))
 }
 
 /// Page tokens: the index key of the last task of the previous page.
@@ -389,36 +470,28 @@ fn matches(query: &ListQuery, record: &TaskRecord) -> bool {
 #[async_trait]
 impl TaskStore for EmbeddedStore {
     async fn commit(&self, changes: Vec<Change>) -> StoreResult<Vec<Committed>> {
-        // Encoded before the write transaction opens, so size errors never hold the writer.
+        // Encoded and prepared before the writer sees them, so size errors and conditions
+        // that need no database never hold the writer.
         let encoded = limits::encode_changes(&changes)?;
-        self.write(move |txn| {
-            changes
-                .iter()
-                .zip(&encoded)
-                .map(|(change, docs)| match change {
-                    Change::Create(new) => apply_create(txn, new, docs),
-                    Change::Update(update) => apply_update(txn, update, docs),
-                })
-                .collect()
-        })
-        .await
+        let prepared = changes
+            .iter()
+            .zip(encoded)
+            .map(|(change, docs)| match change {
+                Change::Create(new) => prepare_create(new, docs),
+                Change::Update(update) => prepare_update(update, docs),
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        self.writer
+            .write(
+                prepared,
+                |txn, prepared| check_commit(txn, prepared),
+                |txn, prepared, ()| apply_commit(txn, prepared),
+            )
+            .await
     }
 
     async fn get(&self, task_id: &str) -> StoreResult<Option<StoredTask>> {
-        let id = task_id.to_owned();
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
-            let tasks = txn.open_table(TASKS).map_err(backend)?;
-            let Some(doc) = tasks.get(id.as_str()).map_err(backend)? else {
-                return Ok(None);
-            };
-            let doc: TaskDoc = parse("task", doc.value())?;
-            Ok(Some(StoredTask {
-                record: doc.record,
-                version: doc.version,
-                counters: doc.counters,
-            }))
-        })
+        self.read(|txn| read_task(txn, task_id))
     }
 
     async fn events(
@@ -427,12 +500,10 @@ impl TaskStore for EmbeddedStore {
         from_seq: u64,
         limit: usize,
     ) -> StoreResult<Vec<StoredEvent>> {
-        let id = task_id.to_owned();
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
+        self.read(|txn| {
             let events = txn.open_table(EVENTS).map_err(backend)?;
             events
-                .range((id.as_str(), from_seq)..=(id.as_str(), u64::MAX))
+                .range((task_id, from_seq)..=(task_id, u64::MAX))
                 .map_err(backend)?
                 .take(limit)
                 .map(|entry| {
@@ -447,12 +518,10 @@ impl TaskStore for EmbeddedStore {
     }
 
     async fn history(&self, task_id: &str, last: Option<usize>) -> StoreResult<Vec<Message>> {
-        let id = task_id.to_owned();
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
+        self.read(|txn| {
             let history = txn.open_table(HISTORY).map_err(backend)?;
             let range = history
-                .range((id.as_str(), 0)..=(id.as_str(), u64::MAX))
+                .range((task_id, 0)..=(task_id, u64::MAX))
                 .map_err(backend)?;
             let mut newest_first: Vec<Message> = range
                 .rev()
@@ -465,34 +534,31 @@ impl TaskStore for EmbeddedStore {
     }
 
     async fn artifacts(&self, task_id: &str) -> StoreResult<Vec<Artifact>> {
-        let Some(task) = self.get(task_id).await? else {
-            return Ok(Vec::new());
-        };
-        let id = task_id.to_owned();
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
+        self.read(|txn| {
+            let meta = txn.open_table(META).map_err(backend)?;
+            let Some(found) = meta.get(task_id).map_err(backend)? else {
+                return Ok(Vec::new());
+            };
+            let order: Vec<String> = parse("artifact ids", found.value().4)?;
             let artifacts = txn.open_table(ARTIFACTS).map_err(backend)?;
-            task.counters
-                .artifact_ids
+            order
                 .iter()
-                .filter_map(|artifact_id| {
-                    match artifacts.get((id.as_str(), artifact_id.as_str())) {
+                .filter_map(
+                    |artifact_id| match artifacts.get((task_id, artifact_id.as_str())) {
                         Ok(Some(v)) => Some(parse("artifact", v.value())),
                         Ok(None) => None,
                         Err(e) => Some(Err(backend(e))),
-                    }
-                })
+                    },
+                )
                 .collect()
         })
     }
 
     async fn audit(&self, task_id: &str) -> StoreResult<Vec<AuditEntry>> {
-        let id = task_id.to_owned();
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
+        self.read(|txn| {
             let audit = txn.open_table(AUDIT).map_err(backend)?;
             audit
-                .range((id.as_str(), i64::MIN, 0, "")..(id.as_str(), i64::MAX, 0, ""))
+                .range((task_id, i64::MIN, 0, "")..(task_id, i64::MAX, 0, ""))
                 .map_err(backend)?
                 .map(|entry| parse("audit entry", entry.map_err(backend)?.1.value()))
                 .collect()
@@ -500,14 +566,10 @@ impl TaskStore for EmbeddedStore {
     }
 
     async fn list(&self, participant_id: &str, query: &ListQuery) -> StoreResult<TaskPage> {
-        let participant = participant_id.to_owned();
-        let query = query.clone();
         let after = query.page_token.as_deref().map(decode_token).transpose()?;
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
+        self.read(|txn| {
             let index = txn.open_table(INDEX).map_err(backend)?;
-            let tasks = txn.open_table(TASKS).map_err(backend)?;
-            let p = participant.as_str();
+            let p = participant_id;
             let entries = index
                 .range((p, i64::MIN, 0, "")..(p, i64::MAX, 0, ""))
                 .map_err(backend)?;
@@ -518,11 +580,10 @@ impl TaskStore for EmbeddedStore {
             for entry in entries.rev() {
                 let (key, _) = entry.map_err(backend)?;
                 let (_, secs, nanos, task_id) = key.value();
-                let Some(doc) = tasks.get(task_id).map_err(backend)? else {
+                let Some(task) = read_task(txn, task_id)? else {
                     continue;
                 };
-                let doc: TaskDoc = parse("task", doc.value())?;
-                if !matches(&query, &doc.record) {
+                if !matches(query, &task.record) {
                     continue;
                 }
                 total += 1;
@@ -538,11 +599,7 @@ impl TaskStore for EmbeddedStore {
                         nanos,
                         task: task_id.to_owned(),
                     });
-                    page.push(StoredTask {
-                        record: doc.record,
-                        version: doc.version,
-                        counters: doc.counters,
-                    });
+                    page.push(task);
                 } else {
                     more = true;
                 }
@@ -563,31 +620,48 @@ impl TaskStore for EmbeddedStore {
 #[async_trait]
 impl InboxStore for EmbeddedStore {
     async fn enqueue(&self, task_id: &str, item: InboxItem) -> StoreResult<()> {
-        let id = task_id.to_owned();
-        limits::encode_message(&item.message)?;
-        self.write(move |txn| {
-            let task =
-                read_task(txn, &id)?.ok_or_else(|| StoreError::NotFound(format!("task {id}")))?;
-            if is_terminal(task.record.state()) {
-                return Err(Conflict::TaskTerminal(id.clone()).into());
-            }
-            queue(txn, &id, &item)
-        })
-        .await
+        let message = limits::encode_message(&item.message)?;
+        self.writer
+            .write(
+                (task_id.to_owned(), item, message),
+                |txn, (id, item, _)| {
+                    match meta_of(txn, id)? {
+                        None => return Err(StoreError::NotFound(format!("task {id}"))),
+                        Some((_, true)) => return Err(Conflict::TaskTerminal(id.clone()).into()),
+                        Some(_) => {}
+                    }
+                    check_message_ids(txn, id, std::slice::from_ref(&item.key.message_id))
+                },
+                |txn, (id, item, message), ()| {
+                    let key = &item.key;
+                    txn.open_table(MESSAGE_IDS)
+                        .map_err(backend)?
+                        .insert((id.as_str(), key.message_id.as_str()), ())
+                        .map_err(backend)?;
+                    let (secs, nanos) = time_key(key.enqueued_at);
+                    txn.open_table(INBOX)
+                        .map_err(backend)?
+                        .insert(
+                            (id.as_str(), secs, nanos, key.message_id.as_str()),
+                            (item.sender.as_str(), message.as_str()),
+                        )
+                        .map_err(backend)?;
+                    Ok(())
+                },
+            )
+            .await
     }
 
     async fn inbox(&self, task_id: &str) -> StoreResult<Vec<InboxItem>> {
-        let id = task_id.to_owned();
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
+        self.read(|txn| {
             let inbox = txn.open_table(INBOX).map_err(backend)?;
             inbox
-                .range((id.as_str(), i64::MIN, 0, "")..(id.as_str(), i64::MAX, 0, ""))
+                .range((task_id, i64::MIN, 0, "")..(task_id, i64::MAX, 0, ""))
                 .map_err(backend)?
                 .map(|entry| {
                     let (key, value) = entry.map_err(backend)?;
                     let (_, secs, nanos, message_id) = key.value();
-                    let doc: InboxDoc = parse("inbox item", value.value())?;
+                    let (sender, message) = value.value();
                     let enqueued_at = DateTime::from_timestamp(secs, nanos)
                         .ok_or_else(|| corrupt("inbox key", "time out of range"))?;
                     Ok(InboxItem {
@@ -595,13 +669,45 @@ impl InboxStore for EmbeddedStore {
                             enqueued_at,
                             message_id: message_id.to_owned(),
                         },
-                        sender: doc.sender,
-                        message: doc.message,
+                        sender: sender.to_owned(),
+                        message: parse("inbox item", message)?,
                     })
                 })
                 .collect()
         })
     }
+}
+
+/// The lease is still this holder's (same owner and token).
+fn held_by(txn: &WriteTransaction, lease: &Lease) -> StoreResult<()> {
+    let lost = || StoreError::from(Conflict::LeaseLost(lease.task_id.clone()));
+    let leases = txn.open_table(LEASES).map_err(backend)?;
+    let held = leases
+        .get(lease.task_id.as_str())
+        .map_err(backend)?
+        .ok_or_else(lost)?;
+    let held: LeaseDoc = parse("lease", held.value())?;
+    if held.owner == lease.owner && held.token == lease.token {
+        Ok(())
+    } else {
+        Err(lost())
+    }
+}
+
+fn lease_doc(lease: &Lease) -> StoreResult<String> {
+    json(&LeaseDoc {
+        owner: lease.owner.clone(),
+        token: lease.token.clone(),
+        expires_at: lease.expires_at,
+    })
+}
+
+fn put_lease(txn: &WriteTransaction, lease: Lease, doc: String) -> StoreResult<Lease> {
+    txn.open_table(LEASES)
+        .map_err(backend)?
+        .insert(lease.task_id.as_str(), doc.as_str())
+        .map_err(backend)?;
+    Ok(lease)
 }
 
 #[async_trait]
@@ -619,29 +725,27 @@ impl LeaseStore for EmbeddedStore {
             token: uuid::Uuid::new_v4().to_string(),
             expires_at: now + ttl,
         };
-        self.write(move |txn| {
-            let mut leases = txn.open_table(LEASES).map_err(backend)?;
-            if let Some(held) = leases.get(lease.task_id.as_str()).map_err(backend)? {
-                let held: LeaseDoc = parse("lease", held.value())?;
-                if held.expires_at > now {
-                    return Err(Conflict::LeaseHeld {
-                        task_id: lease.task_id.clone(),
-                        expires_at: held.expires_at,
+        let doc = lease_doc(&lease)?;
+        self.writer
+            .write(
+                (lease, doc),
+                move |txn, (lease, _)| {
+                    let leases = txn.open_table(LEASES).map_err(backend)?;
+                    if let Some(held) = leases.get(lease.task_id.as_str()).map_err(backend)? {
+                        let held: LeaseDoc = parse("lease", held.value())?;
+                        if held.expires_at > now {
+                            return Err(Conflict::LeaseHeld {
+                                task_id: lease.task_id.clone(),
+                                expires_at: held.expires_at,
+                            }
+                            .into());
+                        }
                     }
-                    .into());
-                }
-            }
-            let doc = json(&LeaseDoc {
-                owner: lease.owner.clone(),
-                token: lease.token.clone(),
-                expires_at: lease.expires_at,
-            })?;
-            leases
-                .insert(lease.task_id.as_str(), doc.as_str())
-                .map_err(backend)?;
-            Ok(lease)
-        })
-        .await
+                    Ok(())
+                },
+                |txn, (lease, doc), ()| put_lease(txn, lease, doc),
+            )
+            .await
     }
 
     async fn renew(&self, lease: &Lease, now: DateTime<Utc>, ttl: Duration) -> StoreResult<Lease> {
@@ -649,36 +753,34 @@ impl LeaseStore for EmbeddedStore {
             expires_at: now + ttl,
             ..lease.clone()
         };
-        self.write(move |txn| {
-            let mut leases = txn.open_table(LEASES).map_err(backend)?;
-            held_by(&leases, &renewed)?;
-            let doc = json(&LeaseDoc {
-                owner: renewed.owner.clone(),
-                token: renewed.token.clone(),
-                expires_at: renewed.expires_at,
-            })?;
-            leases
-                .insert(renewed.task_id.as_str(), doc.as_str())
-                .map_err(backend)?;
-            Ok(renewed)
-        })
-        .await
+        let doc = lease_doc(&renewed)?;
+        self.writer
+            .write(
+                (renewed, doc),
+                |txn, (renewed, _)| held_by(txn, renewed),
+                |txn, (renewed, doc), ()| put_lease(txn, renewed, doc),
+            )
+            .await
     }
 
     async fn release(&self, lease: &Lease) -> StoreResult<()> {
-        let lease = lease.clone();
-        self.write(move |txn| {
-            let mut leases = txn.open_table(LEASES).map_err(backend)?;
-            held_by(&leases, &lease)?;
-            leases.remove(lease.task_id.as_str()).map_err(backend)?;
-            Ok(())
-        })
-        .await
+        self.writer
+            .write(
+                lease.clone(),
+                |txn, lease| held_by(txn, lease),
+                |txn, lease, ()| {
+                    txn.open_table(LEASES)
+                        .map_err(backend)?
+                        .remove(lease.task_id.as_str())
+                        .map_err(backend)?;
+                    Ok(())
+                },
+            )
+            .await
     }
 
     async fn expired_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<Vec<String>> {
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
+        self.read(|txn| {
             let leases = txn.open_table(LEASES).map_err(backend)?;
             let mut expired = Vec::new();
             for entry in leases.iter().map_err(backend)? {
@@ -698,21 +800,6 @@ impl LeaseStore for EmbeddedStore {
     }
 }
 
-/// The lease is still this holder's (same owner and token).
-fn held_by(leases: &redb::Table<&str, &str>, lease: &Lease) -> StoreResult<()> {
-    let lost = || StoreError::from(Conflict::LeaseLost(lease.task_id.clone()));
-    let held = leases
-        .get(lease.task_id.as_str())
-        .map_err(backend)?
-        .ok_or_else(lost)?;
-    let held: LeaseDoc = parse("lease", held.value())?;
-    if held.owner == lease.owner && held.token == lease.token {
-        Ok(())
-    } else {
-        Err(lost())
-    }
-}
-
 #[async_trait]
 impl PushConfigStore for EmbeddedStore {
     async fn put_push_config(&self, config: PushConfig) -> StoreResult<PushConfig> {
@@ -721,15 +808,25 @@ impl PushConfigStore for EmbeddedStore {
             .clone()
             .ok_or_else(|| StoreError::Invalid("a push config needs an id".to_owned()))?;
         let doc = json(&config)?;
-        self.write(move |txn| {
-            let task = config.task_id.as_str();
-            read_task(txn, task)?.ok_or_else(|| StoreError::NotFound(format!("task {task}")))?;
-            let mut push = txn.open_table(PUSH).map_err(backend)?;
-            push.insert((task, id.as_str()), doc.as_str())
-                .map_err(backend)?;
-            Ok(config)
-        })
-        .await
+        self.writer
+            .write(
+                (config, id, doc),
+                |txn, (config, _, _)| {
+                    let task = config.task_id.as_str();
+                    match meta_of(txn, task)? {
+                        Some(_) => Ok(()),
+                        None => Err(StoreError::NotFound(format!("task {task}"))),
+                    }
+                },
+                |txn, (config, id, doc), ()| {
+                    txn.open_table(PUSH)
+                        .map_err(backend)?
+                        .insert((config.task_id.as_str(), id.as_str()), doc.as_str())
+                        .map_err(backend)?;
+                    Ok(config)
+                },
+            )
+            .await
     }
 
     async fn get_push_config(
@@ -737,24 +834,20 @@ impl PushConfigStore for EmbeddedStore {
         task_id: &str,
         config_id: &str,
     ) -> StoreResult<Option<PushConfig>> {
-        let (task, id) = (task_id.to_owned(), config_id.to_owned());
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
+        self.read(|txn| {
             let push = txn.open_table(PUSH).map_err(backend)?;
-            let doc = push.get((task.as_str(), id.as_str())).map_err(backend)?;
+            let doc = push.get((task_id, config_id)).map_err(backend)?;
             doc.map(|d| parse("push config", d.value())).transpose()
         })
     }
 
     async fn list_push_configs(&self, task_id: &str) -> StoreResult<Vec<PushConfig>> {
-        let task = task_id.to_owned();
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
+        self.read(|txn| {
             let push = txn.open_table(PUSH).map_err(backend)?;
             let mut configs = Vec::new();
-            for entry in push.range((task.as_str(), "")..).map_err(backend)? {
+            for entry in push.range((task_id, "")..).map_err(backend)? {
                 let (key, value) = entry.map_err(backend)?;
-                if key.value().0 != task {
+                if key.value().0 != task_id {
                     break;
                 }
                 configs.push(parse("push config", value.value())?);
@@ -764,12 +857,42 @@ impl PushConfigStore for EmbeddedStore {
     }
 
     async fn delete_push_config(&self, task_id: &str, config_id: &str) -> StoreResult<()> {
-        let (task, id) = (task_id.to_owned(), config_id.to_owned());
-        self.write(move |txn| {
-            let mut push = txn.open_table(PUSH).map_err(backend)?;
-            push.remove((task.as_str(), id.as_str())).map_err(backend)?;
-            Ok(())
-        })
-        .await
+        self.writer
+            .write(
+                (task_id.to_owned(), config_id.to_owned()),
+                |_, _| Ok(()),
+                |txn, (task, id), ()| {
+                    txn.open_table(PUSH)
+                        .map_err(backend)?
+                        .remove((task.as_str(), id.as_str()))
+                        .map_err(backend)?;
+                    Ok(())
+                },
+            )
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_of_the_first_layout_is_refused_with_the_reason() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("old.redb");
+        {
+            let db = Database::create(&path).expect("create");
+            let txn = db.begin_write().expect("write");
+            let old: TableDefinition<&str, &str> = TableDefinition::new("tasks");
+            txn.open_table(old)
+                .expect("table")
+                .insert("t", "{}")
+                .expect("insert");
+            txn.commit().expect("commit");
+        }
+        let err = EmbeddedStore::open(&path).err().expect("refused");
+        assert!(err.to_string().contains("earlier version"), "{err}");
+        assert!(err.to_string().contains("move it away"), "{err}");
     }
 }

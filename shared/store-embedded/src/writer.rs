@@ -1,43 +1,113 @@
-//! The one writer: a thread that applies every write transaction, with group commit.
+//! The one writer: a thread that applies every write, with group commit.
 //!
-//! redb runs one write transaction at a time and a durable commit costs an `fdatasync`. The
-//! writer takes the jobs queued while the previous sync ran and commits each in its own
-//! transaction without syncing (`Durability::None`: a job's conditions and writes still stand
-//! or fall alone), then makes them all durable with one `Durability::Immediate` commit, and
-//! only then answers their callers. A caller is therefore never told "done" before its write
-//! is on disk, and a crash loses only writes nobody was told about. Under load one sync
-//! serves many writes; alone, a write costs one sync, as before.
+//! redb runs one write transaction at a time, and a durable commit costs an `fdatasync` plus
+//! the work of writing the transaction's pages. The writer takes every job queued while the
+//! previous commit ran and applies them all in one transaction, committed durably once, and
+//! only then answers their callers: a caller is never told "done" before its write is on
+//! disk, and under load one commit serves many writes.
 //!
-//! Readers (which read the database directly) may see a write a moment before its sync
-//! completes; if the process dies in that moment, the write is gone and its caller got an
-//! error or no answer.
+//! A job has two phases. Its *check* reads what its conditions need (a version, a lease, a
+//! message id) and fails with the reason before anything is written; only if every check
+//! holds does its *apply* write, and apply fails only when the database does. A refused job
+//! therefore leaves nothing behind in the shared transaction, and later jobs of the batch see
+//! exactly the writes of the earlier ones that were applied (the batch runs them in queue
+//! order, like one writer taking them one by one). If the database fails mid-apply, the
+//! transaction is dropped (nothing of it is written) and every job applied in it is answered
+//! with that failure; the jobs not yet run go into a fresh transaction.
+//!
+//! Readers read committed transactions only, so they never see a write before it is durable.
 
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
-use redb::{Database, Durability, WriteTransaction};
+use redb::{Database, WriteTransaction};
 use task_store::{StoreError, StoreResult};
 
-/// What a job does once the batch's durable commit is known: answer its caller.
-type Answer = Box<dyn FnOnce(Result<(), &str>) + Send>;
-/// A write job: runs its transaction; says whether it committed anything, and how to answer.
-type Job = Box<dyn FnOnce(&Database) -> (bool, Answer) + Send>;
+/// Most jobs one commit covers (bounds a caller's wait under a flood of writes).
+const MAX_BATCH: usize = 512;
 
-/// Most jobs one durable commit covers (bounds a caller's wait under a flood of writes).
-const MAX_BATCH: usize = 256;
-
-fn backend(err: impl std::fmt::Display) -> StoreError {
+pub(crate) fn backend(err: impl std::fmt::Display) -> StoreError {
     StoreError::backend(std::io::Error::other(err.to_string()))
 }
 
+/// What running a job did to the shared transaction.
+enum Ran {
+    /// Its checks held and it wrote.
+    Applied,
+    /// A check failed; nothing was written.
+    Refused,
+    /// The database failed while it wrote: the transaction is unusable.
+    Broken,
+}
+
+trait Job: Send {
+    fn run(&mut self, txn: &WriteTransaction) -> Ran;
+    /// Answers the caller; `committed` is how the transaction it ran in ended (ignored for a
+    /// refused job).
+    fn answer(self: Box<Self>, committed: Result<(), &str>);
+}
+
+struct Typed<I, C, T, K, A> {
+    input: Option<I>,
+    check: Option<K>,
+    apply: Option<A>,
+    outcome: Option<StoreResult<T>>,
+    reply: tokio::sync::oneshot::Sender<StoreResult<T>>,
+    _check_output: std::marker::PhantomData<fn() -> C>,
+}
+
+impl<I, C, T, K, A> Job for Typed<I, C, T, K, A>
+where
+    I: Send,
+    T: Send,
+    K: FnOnce(&WriteTransaction, &I) -> StoreResult<C> + Send,
+    A: FnOnce(&WriteTransaction, I, C) -> StoreResult<T> + Send,
+{
+    fn run(&mut self, txn: &WriteTransaction) -> Ran {
+        let (Some(input), Some(check), Some(apply)) =
+            (self.input.take(), self.check.take(), self.apply.take())
+        else {
+            self.outcome = Some(Err(backend("a write job ran twice")));
+            return Ran::Refused;
+        };
+        let checked = match check(txn, &input) {
+            Ok(checked) => checked,
+            Err(err) => {
+                self.outcome = Some(Err(err));
+                return Ran::Refused;
+            }
+        };
+        let applied = apply(txn, input, checked);
+        let ran = if applied.is_ok() {
+            Ran::Applied
+        } else {
+            Ran::Broken
+        };
+        self.outcome = Some(applied);
+        ran
+    }
+
+    fn answer(self: Box<Self>, committed: Result<(), &str>) {
+        let result = match (self.outcome, committed) {
+            (None, Err(why)) => Err(backend(format!("the write was not committed: {why}"))),
+            (None, Ok(())) => Err(backend("a write job was never run")),
+            (Some(Err(err)), _) => Err(err),
+            (Some(Ok(value)), Ok(())) => Ok(value),
+            (Some(Ok(_)), Err(why)) => Err(backend(format!("the write was not committed: {why}"))),
+        };
+        // The caller may have gone away (a dropped request); the write stands.
+        let _ = self.reply.send(result);
+    }
+}
+
 pub(crate) struct Writer {
-    jobs: Option<mpsc::Sender<Job>>,
+    jobs: Option<mpsc::Sender<Box<dyn Job>>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Writer {
     pub(crate) fn start(db: Arc<Database>) -> StoreResult<Self> {
-        let (jobs, queue) = mpsc::channel::<Job>();
+        let (jobs, queue) = mpsc::channel::<Box<dyn Job>>();
         let thread = std::thread::Builder::new()
             .name("embedded-store-writer".to_owned())
             .spawn(move || run(&db, &queue))
@@ -48,26 +118,25 @@ impl Writer {
         })
     }
 
-    /// Runs `work` in a write transaction of its own, committed only if it succeeds, and
-    /// returns once the commit is durable.
-    pub(crate) async fn write<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&WriteTransaction) -> StoreResult<T> + Send + 'static,
-    ) -> StoreResult<T> {
-        let (reply, answer) = tokio::sync::oneshot::channel::<StoreResult<T>>();
-        let job: Job = Box::new(move |db| {
-            let outcome = apply(db, work);
-            let committed = outcome.is_ok();
-            let answer: Answer = Box::new(move |durable| {
-                let result = match (outcome, durable) {
-                    (Ok(value), Ok(())) => Ok(value),
-                    (Err(err), _) => Err(err),
-                    (Ok(_), Err(why)) => Err(backend(format!("the commit did not persist: {why}"))),
-                };
-                // The caller may have gone away (a dropped request); the write stands.
-                let _ = reply.send(result);
-            });
-            (committed, answer)
+    /// Queues a write: `check` (which must not write) decides whether it may happen and
+    /// what `apply` needs; `apply` writes (and may fail only by a database error). Returns
+    /// `apply`'s result once the transaction is durably committed, or `check`'s refusal.
+    pub(crate) async fn write<I, C, T, K, A>(&self, input: I, check: K, apply: A) -> StoreResult<T>
+    where
+        I: Send + 'static,
+        C: 'static,
+        T: Send + 'static,
+        K: FnOnce(&WriteTransaction, &I) -> StoreResult<C> + Send + 'static,
+        A: FnOnce(&WriteTransaction, I, C) -> StoreResult<T> + Send + 'static,
+    {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job: Box<dyn Job> = Box::new(Typed {
+            input: Some(input),
+            check: Some(check),
+            apply: Some(apply),
+            outcome: None,
+            reply,
+            _check_output: std::marker::PhantomData,
         });
         self.jobs
             .as_ref()
@@ -90,42 +159,61 @@ impl Drop for Writer {
     }
 }
 
-/// One job's transaction, without a sync.
-fn apply<T>(
-    db: &Database,
-    work: impl FnOnce(&WriteTransaction) -> StoreResult<T>,
-) -> StoreResult<T> {
-    let mut txn = db.begin_write().map_err(backend)?;
-    txn.set_durability(Durability::None).map_err(backend)?;
-    let out = work(&txn)?; // dropping an uncommitted transaction aborts it
-    txn.commit().map_err(backend)?;
-    Ok(out)
-}
-
-/// Makes every commit so far durable.
-fn persist(db: &Database) -> Result<(), String> {
-    let mut txn = db.begin_write().map_err(|e| e.to_string())?;
-    txn.set_durability(Durability::Immediate)
-        .map_err(|e| e.to_string())?;
-    txn.commit().map_err(|e| e.to_string())
-}
-
-fn run(db: &Database, queue: &mpsc::Receiver<Job>) {
+fn run(db: &Database, queue: &mpsc::Receiver<Box<dyn Job>>) {
     while let Ok(first) = queue.recv() {
-        let mut answers = Vec::new();
-        let mut wrote = false;
-        let mut next = Some(first);
-        while let Some(job) = next.take() {
-            let (committed, answer) = job(db);
-            wrote |= committed;
-            answers.push(answer);
-            if answers.len() < MAX_BATCH {
-                next = queue.try_recv().ok();
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
             }
         }
-        let durable = if wrote { persist(db) } else { Ok(()) };
-        for answer in answers {
-            answer(durable.as_ref().map(|_| ()).map_err(String::as_str));
+        let mut pending = batch.into_iter();
+        // One transaction per round; a round ends when the batch is done or the database
+        // broke a transaction (the rest of the batch then gets a fresh one).
+        while !pending.as_slice().is_empty() {
+            let txn = match db.begin_write() {
+                Ok(txn) => txn,
+                Err(err) => {
+                    let why = err.to_string();
+                    for job in pending {
+                        job.answer(Err(&why));
+                    }
+                    break;
+                }
+            };
+            let mut applied = Vec::new();
+            let mut refused = Vec::new();
+            let mut broken = None;
+            for mut job in pending.by_ref() {
+                match job.run(&txn) {
+                    Ran::Applied => applied.push(job),
+                    Ran::Refused => refused.push(job),
+                    Ran::Broken => {
+                        broken = Some(job);
+                        break;
+                    }
+                }
+            }
+            for job in refused {
+                job.answer(Ok(()));
+            }
+            match broken {
+                None => {
+                    let committed = txn.commit().map_err(|e| e.to_string());
+                    for job in applied {
+                        job.answer(committed.as_ref().map(|_| ()).map_err(String::as_str));
+                    }
+                    break;
+                }
+                Some(job) => {
+                    drop(txn); // aborts: nothing of this round is written
+                    job.answer(Ok(())); // its own database error
+                    for job in applied {
+                        job.answer(Err("the database failed during the same commit"));
+                    }
+                }
+            }
         }
     }
 }

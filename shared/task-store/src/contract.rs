@@ -29,7 +29,7 @@ macro_rules! contract_suite {
             create_then_get, create_conflicts_when_the_task_exists, update_needs_the_version_it_read,
             update_checks_the_allowed_states, update_checks_the_actors_role, events_are_gapless_and_readable_from_a_seq,
             message_ids_are_deduplicated, history_reads_all_or_the_newest, documents_over_the_cap_are_refused,
-            artifacts_keep_their_first_order, an_update_applied_is_what_the_store_reads, a_multi_task_commit_is_atomic, a_task_is_created_with_its_first_message_queued, list_is_scoped_ordered_filtered_and_paged,
+            artifacts_keep_their_first_order, an_update_applied_is_what_the_store_reads, a_multi_task_commit_is_atomic, a_task_is_created_with_its_first_message_queued, a_task_is_created_with_its_lease, list_is_scoped_ordered_filtered_and_paged,
             list_follows_participant_and_status_changes, push_configs, leases, inbox, audit_log,
             a_long_conversation_is_stored_intact, concurrent_updates_lose_nothing, one_winner_per_conflicting_pair,
             concurrent_role_changes_have_one_winner, concurrent_lease_acquisition_has_one_winner);
@@ -750,6 +750,60 @@ pub async fn a_task_is_created_with_its_first_message_queued(store: Arc<dyn Stor
         }
     );
     assert!(store.get("t-2").await.expect("get").is_none());
+}
+
+/// A task created with its run lease is leased exactly as if `acquire` had taken it.
+pub async fn a_task_is_created_with_its_lease(store: Arc<dyn Store>) {
+    let rec = record("t-1", "ctx", TEAM, TaskState::Working, at(0));
+    let lease = Lease {
+        task_id: "t-1".into(),
+        owner: "creator".into(),
+        token: "token-1".into(),
+        expires_at: at(30),
+    };
+    let mut new = NewTask::new(rec.clone());
+    new.events.push(snapshot(&rec));
+    new.lease = Some(lease.clone());
+    store
+        .commit(vec![Change::Create(Box::new(new))])
+        .await
+        .expect("create");
+    assert_eq!(
+        conflict(
+            store
+                .acquire("t-1", "other", at(10), Duration::seconds(30))
+                .await
+        ),
+        Conflict::LeaseHeld {
+            task_id: "t-1".into(),
+            expires_at: at(30)
+        }
+    );
+    let renewed = store
+        .renew(&lease, at(20), Duration::seconds(30))
+        .await
+        .expect("the creator holds it");
+    assert_eq!(renewed.expires_at, at(50));
+    assert_eq!(
+        store.expired_leases(at(51), 10).await.expect("expired"),
+        vec!["t-1".to_owned()]
+    );
+    store.release(&renewed).await.expect("release");
+    store
+        .acquire("t-1", "other", at(21), Duration::seconds(30))
+        .await
+        .expect("free after release");
+
+    // A creation that fails writes no lease either.
+    let mut again = NewTask::new(rec);
+    again.lease = Some(Lease {
+        token: "token-2".into(),
+        ..lease
+    });
+    assert_eq!(
+        conflict(store.commit(vec![Change::Create(Box::new(again))]).await),
+        Conflict::TaskExists("t-1".into())
+    );
 }
 
 async fn list_ids(store: &dyn Store, who: &str, query: &ListQuery) -> (Vec<String>, String, usize) {

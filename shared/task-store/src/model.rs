@@ -162,6 +162,9 @@ pub struct NewTask {
     /// ids are recorded too), so a task and its first message are written together.
     pub inbox: Vec<InboxItem>,
     pub audit: Vec<AuditEntry>,
+    /// The run lease, taken with the task (as `acquire` takes it, with this owner, token and
+    /// expiry): the creator runs the task's first message without another write.
+    pub lease: Option<Lease>,
 }
 
 impl NewTask {
@@ -173,6 +176,7 @@ impl NewTask {
             message_ids: Vec::new(),
             inbox: Vec::new(),
             audit: Vec::new(),
+            lease: None,
         }
     }
 }

@@ -14,9 +14,10 @@ use crate::model::*;
 #[async_trait]
 pub trait TaskStore: Send + Sync {
     /// Applies every change atomically, or none:
-    /// - `Create`: the task must not exist (`Conflict::TaskExists`); it is written with its
-    ///   first events (seq 0, 1, …), history, message-id records, audit entries and one
-    ///   participant-index entry per participant;
+    /// - `Create`: the task must not exist, nor a lease on its id when one is given
+    ///   (`Conflict::TaskExists`); it is written with its first events (seq 0, 1, …),
+    ///   history, message-id records, audit entries, one participant-index entry per
+    ///   participant, and its run lease when given;
     /// - `Update`: applied only if the task's version is still `base.version`, its state is
     ///   among `allowed_states` (when given) and the actor holds `actor_role` (when given),
     ///   else `Conflict::TaskChanged`; its events get the next gapless sequence numbers; a
