@@ -52,6 +52,11 @@ pub enum ErrorKind {
     ExtendedAgentCardNotConfigured,
     ExtensionSupportRequired,
     VersionNotSupported,
+    /// An authorizer is configured but the request carries no verified principal (a
+    /// deployment mistake: the front door should have refused it). HTTP 401 on both
+    /// bindings, since authentication is the transport's (A2A §13); -32600 if ever rendered
+    /// as JSON-RPC.
+    Unauthenticated,
 }
 
 /// One row of the table: how an [`ErrorKind`] appears on each binding.
@@ -69,7 +74,7 @@ pub struct ErrorMapping {
 
 impl ErrorKind {
     /// Every kind, for tables and tests.
-    pub const ALL: [ErrorKind; 17] = [
+    pub const ALL: [ErrorKind; 18] = [
         ErrorKind::ParseError,
         ErrorKind::InvalidRequest,
         ErrorKind::MethodNotFound,
@@ -87,6 +92,7 @@ impl ErrorKind {
         ErrorKind::ExtendedAgentCardNotConfigured,
         ErrorKind::ExtensionSupportRequired,
         ErrorKind::VersionNotSupported,
+        ErrorKind::Unauthenticated,
     ];
 
     /// The table.
@@ -181,6 +187,12 @@ impl ErrorKind {
                 400,
                 "VERSION_NOT_SUPPORTED",
                 "FAILED_PRECONDITION",
+            ),
+            ErrorKind::Unauthenticated => row(
+                c::INVALID_REQUEST,
+                401,
+                "UNAUTHENTICATED",
+                "UNAUTHENTICATED",
             ),
         }
     }
@@ -506,6 +518,7 @@ mod tests {
             ErrorKind::MethodNotAllowed,               // REST-only, not in a2a-lf
             ErrorKind::Unavailable,                    // 503 instead of 500
             ErrorKind::RequestContentTypeNotSupported, // 415 instead of 400
+            ErrorKind::Unauthenticated,                // transport-level, not in a2a-lf
         ];
         for kind in ErrorKind::ALL {
             let m = kind.mapping();
@@ -513,7 +526,10 @@ mod tests {
             if !deviations.contains(&kind) {
                 assert_eq!(m.http_status, lf.http_status_code(), "{kind:?}");
             }
-            if kind != ErrorKind::MethodNotAllowed {
+            if !matches!(
+                kind,
+                ErrorKind::MethodNotAllowed | ErrorKind::Unauthenticated
+            ) {
                 assert_eq!(m.reason, a2a::error_reason(m.jsonrpc_code), "{kind:?}");
             }
         }

@@ -37,6 +37,22 @@ pub use body::Body;
 pub use card::AGENT_CARD_PATH;
 pub use error::{ErrorKind, ErrorMapping, ProtocolError};
 pub use headers::SUPPORTED_VERSION;
+pub use ops::Method;
+
+/// What one deployment unit answers. The local server answers everything; each Lambda
+/// function answers its own route only, so a request routed to the wrong function gets a
+/// clear error instead of running another method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Serves {
+    #[default]
+    Everything,
+    /// Only `GET /.well-known/agent-card.json`.
+    AgentCard,
+    /// Only the JSON-RPC endpoint (every method).
+    JsonRpc,
+    /// Only the REST route of this method.
+    Rest(Method),
+}
 
 /// Where and how the bindings are served.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +68,8 @@ pub struct HttpConfig {
     /// Interval of `: keep-alive` comments on an idle SSE stream; zero disables them.
     /// Default 15 s.
     pub keep_alive: Duration,
+    /// What this deployment answers (default: everything).
+    pub serves: Serves,
 }
 
 impl Default for HttpConfig {
@@ -61,6 +79,7 @@ impl Default for HttpConfig {
             rest_prefix: String::new(),
             card_max_age_secs: 300,
             keep_alive: Duration::from_secs(15),
+            serves: Serves::Everything,
         }
     }
 }
@@ -104,11 +123,39 @@ pub async fn handle(
     caller: Caller,
 ) -> Response<Body> {
     let path = req.uri().path();
+    let serves = config.serves;
     if path == AGENT_CARD_PATH {
+        if !matches!(serves, Serves::Everything | Serves::AgentCard) {
+            return reply::rest_error(&not_served(path));
+        }
         card::serve(api.agent_card(), config, &req)
-    } else if is_jsonrpc_path(config, path) {
+    } else if is_jsonrpc_path(config, path)
+        && matches!(serves, Serves::Everything | Serves::JsonRpc)
+    {
         jsonrpc::handle(api, config, req, &caller).await
-    } else {
+    } else if matches!(serves, Serves::Everything | Serves::Rest(_)) {
         rest::handle(api, config, req, &caller).await
+    } else {
+        reply::rest_error(&not_served(path))
     }
+}
+
+/// A transport-level refusal (HTTP 401, `WWW-Authenticate: Bearer`) for a request without the
+/// verified principal a deployment behind an authorizer expects. Rendered like any REST
+/// error, whichever binding the request used.
+pub fn unauthenticated(message: impl Into<String>) -> Response<Body> {
+    let mut response = reply::rest_error(&ProtocolError::new(ErrorKind::Unauthenticated, message));
+    response.headers_mut().insert(
+        http::header::WWW_AUTHENTICATE,
+        http::HeaderValue::from_static("Bearer"),
+    );
+    response
+}
+
+/// A request that reached a deployment unit which does not answer it (a routing mistake).
+fn not_served(path: &str) -> ProtocolError {
+    ProtocolError::new(
+        ErrorKind::MethodNotFound,
+        format!("no A2A route for {path} here"),
+    )
 }

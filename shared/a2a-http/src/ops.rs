@@ -22,7 +22,7 @@ use crate::headers;
 
 /// The A2A 1.0 methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Method {
+pub enum Method {
     SendMessage,
     SendStreamingMessage,
     GetTask,
@@ -37,8 +37,7 @@ pub(crate) enum Method {
 }
 
 impl Method {
-    #[cfg(test)]
-    pub(crate) const ALL: [Method; 11] = [
+    pub const ALL: [Method; 11] = [
         Method::SendMessage,
         Method::SendStreamingMessage,
         Method::GetTask,
@@ -70,8 +69,8 @@ impl Method {
         })
     }
 
-    #[cfg(test)]
-    pub(crate) fn jsonrpc_name(self) -> &'static str {
+    /// The JSON-RPC method name.
+    pub fn jsonrpc_name(self) -> &'static str {
         match self {
             Method::SendMessage => methods::SEND_MESSAGE,
             Method::SendStreamingMessage => methods::SEND_STREAMING_MESSAGE,
@@ -87,7 +86,8 @@ impl Method {
         }
     }
 
-    pub(crate) fn is_streaming(self) -> bool {
+    /// Whether the method answers a stream (SSE).
+    pub fn is_streaming(self) -> bool {
         matches!(self, Method::SendStreamingMessage | Method::SubscribeToTask)
     }
 

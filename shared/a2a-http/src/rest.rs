@@ -43,6 +43,14 @@ impl Route {
         }
     }
 
+    /// Whether some HTTP method of this route is `method` (a wrong HTTP method on a
+    /// function's own route still gets its 405).
+    fn serves(&self, method: Method) -> bool {
+        [HttpMethod::GET, HttpMethod::POST, HttpMethod::DELETE]
+            .iter()
+            .any(|http| self.method(http) == Some(method))
+    }
+
     fn method(&self, http: &HttpMethod) -> Option<Method> {
         let (get, post, delete) = (
             http == HttpMethod::GET,
@@ -254,6 +262,18 @@ pub(crate) async fn handle(
         }
         Err(err) => return reply::rest_error(&err),
     };
+    if let crate::Serves::Rest(only) = config.serves {
+        // A function answers its own route: another route here is a routing mistake.
+        if route.method(req.method()).is_some_and(|m| m != only)
+            || (route.method(req.method()).is_none() && !route.serves(only))
+        {
+            let err = ProtocolError::new(
+                ErrorKind::MethodNotFound,
+                format!("no A2A route for {} here", req.uri().path()),
+            );
+            return reply::rest_error(&err);
+        }
+    }
     let Some(method) = route.method(req.method()) else {
         let err = ProtocolError::new(
             ErrorKind::MethodNotAllowed,

@@ -36,6 +36,8 @@ struct Inner {
     config: Arc<ServiceConfig>,
     agent: Arc<dyn Agent>,
     listener: Option<Arc<dyn EventListener>>,
+    /// Runs started in the background and maybe not finished (see [`Runner::settle`]).
+    in_flight: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// How many times a runner re-reads a task whose version moved under it before giving the
@@ -55,7 +57,39 @@ impl Runner {
                 config,
                 agent,
                 listener,
+                in_flight: std::sync::Mutex::new(Vec::new()),
             }),
+        }
+    }
+
+    fn track(&self, run: tokio::task::JoinHandle<()>) {
+        let mut in_flight = self
+            .inner
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        in_flight.retain(|r| !r.is_finished());
+        in_flight.push(run);
+    }
+
+    /// Waits for every run started so far in the background. A Lambda invocation calls it
+    /// before it ends: the execution environment is frozen between invocations, and a run
+    /// frozen half-way would hold its lease and its message until it thaws.
+    pub async fn settle(&self) {
+        loop {
+            let runs: Vec<_> = std::mem::take(
+                &mut *self
+                    .inner
+                    .in_flight
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()),
+            );
+            if runs.is_empty() {
+                return;
+            }
+            for run in runs {
+                let _ = run.await; // a run that panicked is over all the same
+            }
         }
     }
 
@@ -81,19 +115,19 @@ impl Runner {
     }
 
     /// Runs the task in the background (if nobody else runs it).
-    pub fn kick(&self, task_id: &str) -> tokio::task::JoinHandle<()> {
+    pub fn kick(&self, task_id: &str) {
         let runner = self.clone();
         let task_id = task_id.to_owned();
-        tokio::spawn(async move { runner.run(&task_id).await })
+        self.track(tokio::spawn(async move { runner.run(&task_id).await }));
     }
 
     /// Runs in the background a task whose lease this runner already holds.
-    pub fn kick_leased(&self, lease: Lease) -> tokio::task::JoinHandle<()> {
+    pub fn kick_leased(&self, lease: Lease) {
         let runner = self.clone();
-        tokio::spawn(async move {
+        self.track(tokio::spawn(async move {
             let task_id = lease.task_id.clone();
             runner.report(&task_id, runner.try_run(&task_id, Some(lease)).await);
-        })
+        }));
     }
 
     /// Takes the lease and drains the inbox; returns at once if another runner holds it.

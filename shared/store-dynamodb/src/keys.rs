@@ -46,6 +46,21 @@ pub fn task_pk(task_id: &str) -> String {
     format!("TASK#{task_id}")
 }
 
+/// The task id of a task partition key.
+pub fn task_of_pk(pk: &str) -> Option<&str> {
+    pk.strip_prefix("TASK#")
+}
+
+/// (task id, seq) when the keys are those of the first chunk of an event: what the push
+/// notifier looks for in the table's stream (one new event per first chunk).
+pub fn event_of_keys<'a>(pk: &'a str, sk: &str) -> Option<(&'a str, u64)> {
+    let task = task_of_pk(pk)?;
+    match parse_numbered(EVENT_PREFIX, sk)? {
+        (seq, 0) => Some((task, seq)),
+        _ => None,
+    }
+}
+
 /// An instant as a fixed-width UTC string (nanoseconds), whose byte order is time order.
 /// Years outside 0000–9999 have no fixed-width form and are refused.
 pub fn time(t: DateTime<Utc>) -> StoreResult<String> {
@@ -236,6 +251,18 @@ mod tests {
         );
         assert_eq!(parse_numbered(EVENT_PREFIX, &history_sk(7, 2)), None);
         assert_eq!(parse_numbered(EVENT_PREFIX, "EVT#12#000"), None);
+        assert_eq!(
+            event_of_keys("TASK#t#1", &event_sk(7, 0)),
+            Some(("t#1", 7)),
+            "the first chunk of event 7 of task t#1"
+        );
+        assert_eq!(
+            event_of_keys("TASK#t", &event_sk(7, 1)),
+            None,
+            "a later chunk"
+        );
+        assert_eq!(event_of_keys("TASK#t", TASK_SK), None);
+        assert_eq!(event_of_keys("PART#x", &event_sk(7, 0)), None);
         let (lo, hi) = numbered_range(EVENT_PREFIX, 4, 5);
         assert!(
             lo <= event_sk(4, 0)

@@ -765,17 +765,13 @@ impl LeaseStore for EmbeddedStore {
 
     async fn release(&self, lease: &Lease) -> StoreResult<()> {
         self.writer
-            .write(
-                lease.clone(),
-                |txn, lease| held_by(txn, lease),
-                |txn, lease, ()| {
-                    txn.open_table(LEASES)
-                        .map_err(backend)?
-                        .remove(lease.task_id.as_str())
-                        .map_err(backend)?;
-                    Ok(())
-                },
-            )
+            .write(lease.clone(), held_by, |txn, lease, ()| {
+                txn.open_table(LEASES)
+                    .map_err(backend)?
+                    .remove(lease.task_id.as_str())
+                    .map_err(backend)?;
+                Ok(())
+            })
             .await
     }
 

@@ -493,3 +493,61 @@ async fn service_errors_on_the_wire() {
     let body = assert_rest_error(&got, 404, "NOT_FOUND", "TASK_NOT_FOUND");
     assert_eq!(body["error"]["details"][0]["metadata"]["taskId"], "t-1");
 }
+
+/// A deployment unit that serves one method answers its own route (a wrong HTTP method there
+/// still gets 405) and refuses every other route, the card and JSON-RPC, calling nothing.
+#[tokio::test]
+async fn a_unit_serving_one_method_refuses_every_other_route() {
+    use crate::{Method, Serves};
+    let get_task = HttpConfig {
+        serves: Serves::Rest(Method::GetTask),
+        ..HttpConfig::default()
+    };
+    let api = FakeApi::new();
+    let got = send_with(&api, &get_task, Req::get("/tasks/t-1"), Caller::anonymous()).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert!(matches!(api.only_call().1, Call::GetTask(r) if r.id == "t-1"));
+
+    let api = FakeApi::new();
+    let wrong_verb = send_with(
+        &api,
+        &get_task,
+        Req::new("DELETE", "/tasks/t-1"),
+        Caller::anonymous(),
+    )
+    .await;
+    assert_eq!(wrong_verb.status, 405, "{}", wrong_verb.text());
+    for req in [
+        Req::post("/message:send").json(&send_body()),
+        Req::post("/tasks/t-1:cancel"),
+        Req::get("/tasks"),
+        Req::get("/.well-known/agent-card.json"),
+        Req::post("/").json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t-1"}}),
+        ),
+    ] {
+        let got = send_with(&api, &get_task, req, Caller::anonymous()).await;
+        assert_rest_error(&got, 404, "NOT_FOUND", "METHOD_NOT_FOUND");
+    }
+    assert!(api.calls().is_empty());
+
+    let jsonrpc = HttpConfig {
+        serves: Serves::JsonRpc,
+        ..HttpConfig::default()
+    };
+    let got = send_with(&api, &jsonrpc, Req::get("/tasks/t-1"), Caller::anonymous()).await;
+    assert_rest_error(&got, 404, "NOT_FOUND", "METHOD_NOT_FOUND");
+    let card = HttpConfig {
+        serves: Serves::AgentCard,
+        ..HttpConfig::default()
+    };
+    let got = send_with(
+        &api,
+        &card,
+        Req::get("/.well-known/agent-card.json"),
+        Caller::anonymous(),
+    )
+    .await;
+    assert_eq!(got.status, 200);
+    assert!(api.calls().is_empty());
+}

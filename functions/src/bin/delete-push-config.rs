@@ -1,0 +1,8 @@
+//! The `delete-push-config` function (see `functions/src/lib.rs`).
+
+use a2a_http::Method;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    functions::run_rest(Method::DeletePushConfig).await
+}

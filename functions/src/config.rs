@@ -1,0 +1,199 @@
+//! What a function reads from its environment, once, at init.
+
+use std::time::Duration;
+
+use task_core::commands::ModelCatalog;
+
+/// How the caller's identity is established (SPEC section 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// Self-asserted: `metadata.participant_id`, the `X-Participant-Id` header, or the
+    /// default participant.
+    None,
+    /// Behind an authorizer: the verified principal of the request context is the
+    /// participant; a request without one is refused (401).
+    Authorizer,
+}
+
+/// The agent behind the tasks (until the agent runtime arrives, the offline ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentProfile {
+    Echo,
+    Tck,
+}
+
+/// A configuration error: which variable, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{variable}: {reason}")]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub reason: String,
+}
+
+/// The configuration of the HTTP functions and the push notifier.
+#[derive(Debug, Clone)]
+pub struct FunctionConfig {
+    /// `TABLE_NAME`: the DynamoDB table.
+    pub table: String,
+    /// `BASE_URL`: the public base URL the agent card advertises (the API's URL).
+    pub base_url: String,
+    /// `AUTH_MODE`: `none` (default) or `authorizer`.
+    pub auth: AuthMode,
+    /// `DEFAULT_PARTICIPANT`: who requests asserting no participant act as (unset: refused).
+    pub default_participant: Option<String>,
+    /// `ALLOW_PRIVATE_WEBHOOKS`: `true` lets push configs name private addresses.
+    pub allow_private_webhooks: bool,
+    /// `AGENT_ID`: the agent's participant id (default `tiny-harness`).
+    pub agent_id: Option<String>,
+    /// `AGENT_PROFILE`: `echo` (default) or `tck`.
+    pub agent_profile: AgentProfile,
+    /// `MODEL_CATALOG`: the catalog as JSON text (default: the `echo` model only).
+    pub catalog: ModelCatalog,
+    /// `STREAM_END_MARGIN_MS`: how long before the invocation's deadline a stream ends
+    /// (default 3000), so it closes cleanly instead of being cut by the timeout.
+    pub stream_end_margin: Duration,
+}
+
+fn var(name: &'static str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn invalid(variable: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        variable,
+        reason: reason.into(),
+    }
+}
+
+impl FunctionConfig {
+    /// Reads the environment; a missing or malformed variable is an error naming it.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(var)
+    }
+
+    /// Reads from any lookup (the environment, or a map in tests).
+    pub fn from_lookup(
+        lookup: impl Fn(&'static str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let table = lookup("TABLE_NAME").ok_or_else(|| invalid("TABLE_NAME", "not set"))?;
+        let base_url = lookup("BASE_URL").ok_or_else(|| invalid("BASE_URL", "not set"))?;
+        if !(base_url.starts_with("https://") || base_url.starts_with("http://")) {
+            return Err(invalid("BASE_URL", "must be an http(s) URL"));
+        }
+        let auth = match lookup("AUTH_MODE").as_deref() {
+            None | Some("none") => AuthMode::None,
+            Some("authorizer") => AuthMode::Authorizer,
+            Some(other) => {
+                return Err(invalid(
+                    "AUTH_MODE",
+                    format!("{other:?} is neither `none` nor `authorizer`"),
+                ));
+            }
+        };
+        let allow_private_webhooks = match lookup("ALLOW_PRIVATE_WEBHOOKS").as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(invalid(
+                    "ALLOW_PRIVATE_WEBHOOKS",
+                    format!("{other:?} is neither `true` nor `false`"),
+                ));
+            }
+        };
+        let agent_profile = match lookup("AGENT_PROFILE").as_deref() {
+            None | Some("echo") => AgentProfile::Echo,
+            Some("tck") => AgentProfile::Tck,
+            Some(other) => {
+                return Err(invalid(
+                    "AGENT_PROFILE",
+                    format!("{other:?} is neither `echo` nor `tck`"),
+                ));
+            }
+        };
+        let catalog = match lookup("MODEL_CATALOG") {
+            None => ModelCatalog::echo_only(),
+            Some(text) => ModelCatalog::from_json(&text)
+                .map_err(|e| invalid("MODEL_CATALOG", e.to_string()))?,
+        };
+        let stream_end_margin = match lookup("STREAM_END_MARGIN_MS") {
+            None => Duration::from_millis(3000),
+            Some(ms) => Duration::from_millis(
+                ms.parse()
+                    .map_err(|_| invalid("STREAM_END_MARGIN_MS", "not a number of milliseconds"))?,
+            ),
+        };
+        Ok(Self {
+            table,
+            base_url,
+            auth,
+            default_participant: lookup("DEFAULT_PARTICIPANT"),
+            allow_private_webhooks,
+            agent_id: lookup("AGENT_ID"),
+            agent_profile,
+            catalog,
+            stream_end_margin,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn read(pairs: &[(&'static str, &str)]) -> Result<FunctionConfig, ConfigError> {
+        let map: HashMap<&'static str, String> =
+            pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+        FunctionConfig::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_and_required_variables() {
+        let c =
+            read(&[("TABLE_NAME", "tasks"), ("BASE_URL", "https://api.example")]).expect("valid");
+        assert_eq!(c.auth, AuthMode::None);
+        assert_eq!(c.agent_profile, AgentProfile::Echo);
+        assert!(!c.allow_private_webhooks);
+        assert_eq!(c.default_participant, None);
+        assert_eq!(c.catalog.default_model().id, "echo");
+        assert_eq!(c.stream_end_margin, Duration::from_secs(3));
+
+        let missing = read(&[("BASE_URL", "https://api.example")]).expect_err("no table");
+        assert_eq!(missing.variable, "TABLE_NAME");
+        let missing = read(&[("TABLE_NAME", "t")]).expect_err("no base url");
+        assert_eq!(missing.variable, "BASE_URL");
+    }
+
+    #[test]
+    fn malformed_values_name_their_variable() {
+        let base = [("TABLE_NAME", "t"), ("BASE_URL", "https://a")];
+        for (name, value) in [
+            ("AUTH_MODE", "jwt"),
+            ("ALLOW_PRIVATE_WEBHOOKS", "yes"),
+            ("AGENT_PROFILE", "gpt"),
+            ("MODEL_CATALOG", "{"),
+            ("STREAM_END_MARGIN_MS", "soon"),
+            ("BASE_URL", "api.example"),
+        ] {
+            let mut pairs = base.to_vec();
+            pairs.retain(|(k, _)| *k != name);
+            pairs.push((name, value));
+            assert_eq!(read(&pairs).expect_err(name).variable, name);
+        }
+        let c = read(&[
+            ("TABLE_NAME", "t"),
+            ("BASE_URL", "https://a"),
+            ("AUTH_MODE", "authorizer"),
+            ("ALLOW_PRIVATE_WEBHOOKS", "true"),
+            ("AGENT_PROFILE", "tck"),
+            ("DEFAULT_PARTICIPANT", "tck"),
+            ("STREAM_END_MARGIN_MS", "500"),
+        ])
+        .expect("valid");
+        assert_eq!(c.auth, AuthMode::Authorizer);
+        assert!(c.allow_private_webhooks);
+        assert_eq!(c.agent_profile, AgentProfile::Tck);
+        assert_eq!(c.default_participant.as_deref(), Some("tck"));
+        assert_eq!(c.stream_end_margin, Duration::from_millis(500));
+    }
+}

@@ -1,0 +1,89 @@
+//! The Lambda functions: one per A2A method behind its REST route, the JSON-RPC endpoint
+//! (every method), the agent card, and the push notifier. Each binary in `src/bin/` is one
+//! call into this library, which reads the configuration from the environment and builds
+//! the clients once, at init; every invocation then runs the shared handlers of `a2a-http`
+//! over the DynamoDB store, exactly as the local server runs them over its own store.
+
+pub mod config;
+pub mod http;
+pub mod identity;
+pub mod notifier;
+mod service;
+
+use std::sync::Arc;
+
+use a2a_http::{Method, Serves};
+use a2a_service::push::{PushOptions, PushSender, WebhookPolicy};
+use lambda_runtime::{LambdaEvent, service_fn};
+use store_dynamodb::DynamoDbStore;
+
+pub use config::{AuthMode, FunctionConfig};
+pub use http::App;
+pub use notifier::Notifier;
+
+/// JSON logs for CloudWatch (one object per line; `RUST_LOG` filters, default `info`).
+pub fn init_tracing() {
+    tracing_subscriber::fmt()
+        .json()
+        .with_current_span(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_ansi(false)
+        .without_time() // CloudWatch stamps every line
+        .init();
+}
+
+async fn store(config: &FunctionConfig) -> Arc<DynamoDbStore> {
+    Arc::new(DynamoDbStore::from_env(config.table.clone()).await)
+}
+
+/// Whether a function answers by streaming (SSE) or with one buffer.
+fn streams(serves: Serves) -> bool {
+    match serves {
+        Serves::JsonRpc | Serves::Everything => true,
+        Serves::Rest(method) => method.is_streaming(),
+        Serves::AgentCard => false,
+    }
+}
+
+/// The `main` of an HTTP function: configuration, clients, then invocations until the
+/// runtime stops. Errors here are init errors (reported to Lambda as such).
+pub async fn run_http(serves: Serves) -> Result<(), lambda_runtime::Error> {
+    init_tracing();
+    let config = FunctionConfig::from_env()?;
+    let app = App::new(store(&config).await, &config, serves);
+    tracing::info!(?serves, table = %config.table, auth = ?config.auth, "function ready");
+    if streams(serves) {
+        http::run_streaming(app).await
+    } else {
+        http::run_buffered(app).await
+    }
+}
+
+/// The `main` of a REST function.
+pub async fn run_rest(method: Method) -> Result<(), lambda_runtime::Error> {
+    run_http(Serves::Rest(method)).await
+}
+
+/// The `main` of the push notifier.
+pub async fn run_notifier() -> Result<(), lambda_runtime::Error> {
+    init_tracing();
+    let config = FunctionConfig::from_env()?;
+    let sender = PushSender::new(PushOptions {
+        policy: WebhookPolicy {
+            allow_private: config.allow_private_webhooks,
+        },
+        ..PushOptions::default()
+    })
+    .map_err(|e| lambda_runtime::Error::from(e.to_string()))?;
+    let notifier = Arc::new(Notifier::new(store(&config).await, Arc::new(sender)));
+    tracing::info!(table = %config.table, "push notifier ready");
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<aws_lambda_events::event::dynamodb::Event>| {
+            let notifier = Arc::clone(&notifier);
+            async move { Ok::<_, lambda_runtime::Error>(notifier.handle(&event.payload).await) }
+        },
+    ))
+    .await
+}

@@ -1,0 +1,31 @@
+//! The service as every function builds it: the same configuration, the same agent.
+
+use std::sync::Arc;
+
+use a2a_service::{Agent, EchoAgent, ServiceConfig, TckAgent};
+
+use crate::config::{AgentProfile, FunctionConfig};
+
+pub fn service_config(config: &FunctionConfig) -> ServiceConfig {
+    let mut service = ServiceConfig::local(config.base_url.clone());
+    if let Some(agent_id) = &config.agent_id {
+        service.agent_id = agent_id.clone();
+    }
+    service.default_participant = config.default_participant.clone();
+    service.allow_private_webhooks = config.allow_private_webhooks;
+    service.catalog = config.catalog.clone();
+    // Names this execution environment in lease owners (diagnostics).
+    service.instance_id = format!(
+        "lambda-{}-{}",
+        std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "local".to_owned()),
+        std::process::id()
+    );
+    service
+}
+
+pub fn agent(config: &FunctionConfig) -> Arc<dyn Agent> {
+    match config.agent_profile {
+        AgentProfile::Echo => Arc::new(EchoAgent),
+        AgentProfile::Tck => Arc::new(TckAgent::new()),
+    }
+}
