@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help run test lint bench interop bench-load
+.PHONY: help run test lint bench interop bench-load lambda-e2e
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ bench: ## Criterion benchmarks of the core (figures in docs/performance.md)
 interop: ## The official A2A Python SDK client (a2a-sdk 1.3.0) against the local server, JSON-RPC and HTTP+JSON
 	$(CARGO) test --workspace --all-targets --no-run
 	tests/interop/run.sh
+
+lambda-e2e: ## The real Lambda function binaries under cargo lambda watch over DynamoDB Local (tests/lambda/run.sh)
+	tests/lambda/run.sh
 
 bench-load: ## Load test: the release server vs the a2a-sdk 1.3.0 echo server under oha (figures in docs/performance.md)
 	bench/run.sh

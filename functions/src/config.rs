@@ -50,7 +50,8 @@ pub struct FunctionConfig {
     /// `MODEL_CATALOG`: the catalog as JSON text (default: the `echo` model only).
     pub catalog: ModelCatalog,
     /// `STREAM_END_MARGIN_MS`: how long before the invocation's deadline a stream ends
-    /// (default 3000), so it closes cleanly instead of being cut by the timeout.
+    /// (default 3000, at most a tenth of the invocation's time left), so it closes cleanly
+    /// instead of being cut by the timeout.
     pub stream_end_margin: Duration,
 }
 

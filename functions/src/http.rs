@@ -162,19 +162,21 @@ fn without_stage(uri: &http::Uri, stage: &str) -> Option<http::Uri> {
     http::Uri::from_parts(parts).ok()
 }
 
-/// When a stream of an invocation whose deadline is `deadline_ms` (epoch milliseconds, 0 when
-/// unknown) must end.
+/// When a stream of an invocation whose deadline is `deadline_ms` (epoch milliseconds) must
+/// end: `margin` before it, but never more than a tenth of the time left (a function with a
+/// short timeout still streams for most of it). `None` when the deadline is unknown: 0, or
+/// already past as the invocation starts, which no real invocation has (`cargo lambda watch`
+/// sends its timeout, 600000, instead of an instant).
 fn stream_end(deadline_ms: u64, margin: Duration) -> Option<Instant> {
-    if deadline_ms == 0 {
-        return None;
-    }
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .ok()?
         .as_millis();
-    let left =
-        Duration::from_millis(u64::try_from(u128::from(deadline_ms).saturating_sub(now_ms)).ok()?);
-    Some(Instant::now() + left.saturating_sub(margin))
+    let left_ms = u128::from(deadline_ms)
+        .checked_sub(now_ms)
+        .filter(|left| *left > 0)?;
+    let left = Duration::from_millis(u64::try_from(left_ms).ok()?);
+    Some(Instant::now() + left.saturating_sub(margin.min(left / 10)))
 }
 
 /// The stream, ended with [`DEADLINE_COMMENT`] at `end_at` if it has not ended by then.
@@ -216,4 +218,46 @@ pub async fn run_streaming(app: App) -> Result<(), lambda_http::Error> {
         async move { Ok::<_, lambda_http::Error>(answer.await) }
     }))
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn epoch_ms() -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_stream_ends_a_margin_before_the_deadline_at_most_a_tenth_of_the_time_left() {
+        let margin = Duration::from_secs(3);
+        let end = stream_end(epoch_ms() + 60_000, margin).expect("a deadline");
+        let left = end - Instant::now();
+        assert!(
+            left > Duration::from_millis(56_500) && left <= Duration::from_secs(57),
+            "{left:?}"
+        );
+        // 2 s left: end 0.2 s before, not 3 s (which would end it at once).
+        let end = stream_end(epoch_ms() + 2_000, margin).expect("a deadline");
+        let left = end - Instant::now();
+        assert!(
+            left > Duration::from_millis(1_600) && left <= Duration::from_millis(1_800),
+            "{left:?}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_or_past_deadline_bounds_nothing() {
+        let margin = Duration::from_secs(3);
+        assert_eq!(stream_end(0, margin), None);
+        assert_eq!(
+            stream_end(600_000, margin),
+            None,
+            "cargo lambda watch's timeout"
+        );
+        assert_eq!(stream_end(epoch_ms() - 1_000, margin), None);
+    }
 }

@@ -100,8 +100,8 @@ async fn every_function_answers_its_method_on_both_payloads() {
             let mut request = call.request(payload, plain(payload));
             if serves == Serves::Rest(Method::SubscribeToTask) {
                 // The task waits for input: its stream stays open until the invocation's
-                // time is nearly up (the margin is 3 s).
-                request = request.with_lambda_context(deadline_in(Duration::from_millis(3_300)));
+                // time is nearly up (a tenth of it before).
+                request = request.with_lambda_context(deadline_in(Duration::from_millis(1_000)));
             }
             let got = invoke(&app, serves, request).await;
             let what = format!("{name} on {payload:?}");

@@ -128,7 +128,13 @@ async fn open_store(options: &Options) -> anyhow::Result<Arc<dyn Store>> {
                 .table
                 .clone()
                 .context("--store dynamodb needs --table (or TABLE_NAME)")?;
-            Arc::new(DynamoDbStore::from_env(table).await)
+            let store = DynamoDbStore::from_env(table.clone()).await;
+            if options.create_table {
+                store_dynamodb::table::ensure_table(store.client(), &table)
+                    .await
+                    .with_context(|| format!("creating the table {table}"))?;
+            }
+            Arc::new(store)
         }
     })
 }

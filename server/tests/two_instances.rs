@@ -16,6 +16,7 @@ struct Server {
 }
 
 impl Server {
+    /// A server on `table`; the first one creates it (`--create-table`, from the template).
     fn start(table: &str) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_local-server"))
             .args([
@@ -25,6 +26,7 @@ impl Server {
                 "dynamodb",
                 "--table",
                 table,
+                "--create-table",
             ])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -86,11 +88,18 @@ async fn a_subscriber_on_one_instance_sees_events_written_by_another() {
     require_endpoint();
     let aws = aws_sdk_dynamodb::Client::new(&store_dynamodb::sdk_config().await);
     let table = format!("tasks-two-instances-{}", std::process::id());
-    store_dynamodb::table::create_table(&aws, &table)
-        .await
-        .expect("create table");
 
     let a = Server::start(&table);
+    let described = aws
+        .describe_table()
+        .table_name(&table)
+        .send()
+        .await
+        .expect("the first server created the table (--create-table)");
+    assert_eq!(
+        described.table().and_then(|t| t.table_name()),
+        Some(table.as_str())
+    );
     let b = Server::start(&table);
     let client = reqwest::Client::new();
     let created = rpc(

@@ -316,3 +316,78 @@ pub fn on(mut message: Value, id: &str) -> Value {
     message["taskId"] = json!(id);
     message
 }
+
+/// A webhook receiver on 127.0.0.1: records every request; answers each path with the
+/// status its script gives (200 when none).
+pub struct Webhook {
+    pub base: String,
+    received: Arc<std::sync::Mutex<Vec<(String, Option<String>, Value)>>>,
+    serve: tokio::task::JoinHandle<()>,
+}
+
+impl Webhook {
+    pub async fn start(script: &[(&str, u16)]) -> Self {
+        let statuses: HashMap<String, u16> =
+            script.iter().map(|(p, s)| ((*p).to_owned(), *s)).collect();
+        let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let log = received.clone();
+        let router = axum::Router::new().fallback(
+            move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: bytes::Bytes| {
+                let log = log.clone();
+                let status = statuses.get(uri.path()).copied().unwrap_or(200);
+                async move {
+                    let auth = headers
+                        .get("authorization")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    log.lock()
+                        .unwrap()
+                        .push((uri.path().to_owned(), auth, body));
+                    axum::http::StatusCode::from_u16(status).unwrap()
+                }
+            },
+        );
+        let serve = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        Self {
+            base,
+            received,
+            serve,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// (path, Authorization header, body) of every request so far, in arrival order.
+    pub fn received(&self) -> Vec<(String, Option<String>, Value)> {
+        self.received.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        self.serve.abort();
+    }
+}
+
+/// What a StreamResponse is: `task:<state>`, `status:<state>`, `artifact`, `message`.
+pub fn event_kind(event: &Value) -> String {
+    if let Some(task) = event.get("task") {
+        format!("task:{}", task["status"]["state"].as_str().unwrap_or("?"))
+    } else if let Some(update) = event.get("statusUpdate") {
+        format!(
+            "status:{}",
+            update["status"]["state"].as_str().unwrap_or("?")
+        )
+    } else if event.get("artifactUpdate").is_some() {
+        "artifact".to_owned()
+    } else {
+        "message".to_owned()
+    }
+}

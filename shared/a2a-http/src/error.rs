@@ -368,7 +368,7 @@ mod tests {
     use a2a::errordetails::{BAD_REQUEST_TYPE, ERROR_INFO_TYPE};
 
     /// The table, spelled out: kind, JSON-RPC code, HTTP status, reason, google.rpc status.
-    const TABLE: [(ErrorKind, i32, u16, &str, &str); 17] = [
+    const TABLE: [(ErrorKind, i32, u16, &str, &str); 18] = [
         (
             ErrorKind::ParseError,
             -32700,
@@ -487,6 +487,13 @@ mod tests {
             400,
             "VERSION_NOT_SUPPORTED",
             "FAILED_PRECONDITION",
+        ),
+        (
+            ErrorKind::Unauthenticated,
+            -32600,
+            401,
+            "UNAUTHENTICATED",
+            "UNAUTHENTICATED",
         ),
     ];
 

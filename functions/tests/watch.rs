@@ -1,0 +1,309 @@
+//! End to end through the real function binaries: `cargo lambda watch` serves them over
+//! DynamoDB Local, and a client sends, streams, subscribes from a second connection while a
+//! follow-up goes through another function's process, lists, reads and cancels, all through
+//! the function URLs; then the push notifier is invoked with a DynamoDB Streams batch made of
+//! the table's own event items and delivers them to a loopback webhook.
+//!
+//! Run by `tests/lambda/run.sh` (in CI), which starts DynamoDB Local and the emulator and sets
+//! `LAMBDA_WATCH_URL`; ignored by a plain `cargo test`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use common::*;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+/// The table the functions use under `cargo lambda watch` (workspace metadata).
+const TABLE: &str = "tiny-harness-local";
+/// A guard on every wait (the first invocation of a function starts its process).
+const WAIT: Duration = Duration::from_secs(120);
+
+struct Client {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .header("A2A-Version", "1.0")
+            .header("X-Participant-Id", "alice")
+            .timeout(WAIT)
+    }
+
+    async fn json(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut request = self.request(method, path);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("the emulator answers");
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {path}: {text:?}"));
+        (status, value)
+    }
+
+    /// The SSE `data:` payloads of a streamed answer, sent to `frames` as they arrive.
+    async fn sse(
+        &self,
+        request: reqwest::RequestBuilder,
+        frames: tokio::sync::mpsc::UnboundedSender<Value>,
+    ) {
+        let response = request.send().await.expect("the emulator answers");
+        assert_eq!(response.status().as_u16(), 200);
+        assert_eq!(
+            response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
+            Some("text/event-stream")
+        );
+        let mut body = response.bytes_stream();
+        let mut pending = String::new();
+        while let Some(chunk) = body.next().await {
+            pending.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+            while let Some(end) = pending.find("\n\n") {
+                let frame: String = pending.drain(..end + 2).collect();
+                for line in frame.lines() {
+                    if let Some(data) = line.strip_prefix("data:") {
+                        let _ = frames.send(serde_json::from_str(data.trim()).unwrap());
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn next_frame(frames: &mut tokio::sync::mpsc::UnboundedReceiver<Value>) -> Option<Value> {
+    tokio::time::timeout(WAIT, frames.recv())
+        .await
+        .expect("a frame in time")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs `cargo lambda watch` over DynamoDB Local: run tests/lambda/run.sh"]
+async fn the_functions_under_cargo_lambda_watch() {
+    let base = std::env::var("LAMBDA_WATCH_URL").expect("LAMBDA_WATCH_URL (tests/lambda/run.sh)");
+    let dynamodb = aws_sdk_dynamodb::Client::new(&store_dynamodb::sdk_config().await);
+    store_dynamodb::table::ensure_table(&dynamodb, TABLE)
+        .await
+        .expect("the table, from infra/template.yaml");
+    let client = Client {
+        base: base.trim_end_matches('/').to_owned(),
+        http: reqwest::Client::new(),
+    };
+    let hook = Webhook::start(&[]).await;
+    let get = reqwest::Method::GET;
+    let post = reqwest::Method::POST;
+
+    // The agent card (agent-card function).
+    let (status, card) = client
+        .json(get.clone(), "/.well-known/agent-card.json", None)
+        .await;
+    assert_eq!(status, 200, "{card}");
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        format!("{}/", client.base)
+    );
+
+    // A new task with an inline push config (send-message function).
+    let (status, sent) = client
+        .json(
+            post.clone(),
+            "/message:send",
+            Some(json!({
+                "message": message(Some("alice"), "refund order 48213"),
+                "configuration": {"taskPushNotificationConfig": {
+                    "url": hook.url("/hook"), "token": "tok",
+                    "authentication": {"scheme": "Bearer", "credentials": "secret"}
+                }}
+            })),
+        )
+        .await;
+    assert_eq!(status, 200, "{sent}");
+    let task = &sent["task"];
+    let id = task["id"].as_str().unwrap().to_owned();
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+
+    // Streamed follow-up (send-streaming-message function).
+    let (tx, mut frames) = tokio::sync::mpsc::unbounded_channel();
+    client
+        .sse(
+            client
+                .request(post.clone(), "/message:stream")
+                .json(&json!({"message": on(message(Some("alice"), "and the shipping"), &id)})),
+            tx,
+        )
+        .await;
+    let mut kinds = Vec::new();
+    while let Some(frame) = next_frame(&mut frames).await {
+        kinds.push(event_kind(&frame));
+    }
+    assert_eq!(
+        kinds,
+        [
+            "task:TASK_STATE_INPUT_REQUIRED",
+            "status:TASK_STATE_WORKING",
+            "status:TASK_STATE_INPUT_REQUIRED"
+        ]
+    );
+
+    // Subscribe from a second connection (subscribe-to-task process) while a follow-up goes
+    // through the send-message process: the subscriber sees the other process's events.
+    let (tx, mut frames) = tokio::sync::mpsc::unbounded_channel();
+    let subscribe = client.request(
+        get.clone(),
+        &format!("/lambda-url/subscribe-to-task/tasks/{id}:subscribe"),
+    );
+    let reader = {
+        let client = Client {
+            base: client.base.clone(),
+            http: client.http.clone(),
+        };
+        tokio::spawn(async move { client.sse(subscribe, tx).await })
+    };
+    let first = next_frame(&mut frames).await.expect("the task first");
+    assert_eq!(event_kind(&first), "task:TASK_STATE_INPUT_REQUIRED");
+    let (status, again) = client
+        .json(
+            post.clone(),
+            "/message:send",
+            Some(json!({"message": on(message(Some("alice"), "one more thing"), &id)})),
+        )
+        .await;
+    assert_eq!(status, 200, "{again}");
+    let mut kinds = Vec::new();
+    while let Some(frame) = next_frame(&mut frames).await {
+        kinds.push(event_kind(&frame));
+    }
+    assert_eq!(
+        kinds,
+        [
+            "status:TASK_STATE_WORKING",
+            "status:TASK_STATE_INPUT_REQUIRED"
+        ]
+    );
+    reader.await.unwrap();
+
+    // List (list-tasks), read (get-task, and JSON-RPC through the jsonrpc function).
+    let (status, listed) = client.json(get.clone(), "/tasks", None).await;
+    assert_eq!(status, 200, "{listed}");
+    assert!(
+        listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == json!(id))
+    );
+    let (status, read) = client
+        .json(get.clone(), &format!("/tasks/{id}?historyLength=2"), None)
+        .await;
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read["history"].as_array().map(Vec::len), Some(2));
+    let (status, rpc) = client
+        .json(
+            post.clone(),
+            "/",
+            Some(json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        rpc["result"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{rpc}"
+    );
+
+    // Cancel (cancel-task function).
+    let (status, canceled) = client
+        .json(
+            post.clone(),
+            &format!("/lambda-url/cancel-task/tasks/{id}:cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{canceled}");
+    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
+
+    // The push notifier, invoked with a stream batch of the table's own event items.
+    let items = dynamodb
+        .query()
+        .table_name(TABLE)
+        .key_condition_expression("PK = :pk AND begins_with(SK, :evt)")
+        .expression_attribute_values(":pk", AttributeValue::S(format!("TASK#{id}")))
+        .expression_attribute_values(":evt", AttributeValue::S("EVT#".into()))
+        .send()
+        .await
+        .expect("query the events")
+        .items
+        .unwrap_or_default();
+    let mut records = Vec::new();
+    for (n, item) in items.iter().enumerate() {
+        let key = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap();
+        records.push(json!({
+            "eventID": format!("e{n}"), "eventName": "INSERT", "eventVersion": "1.1",
+            "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+            "dynamodb": {
+                "ApproximateCreationDateTime": 1796148000,
+                "Keys": {"PK": {"S": key("PK")}, "SK": {"S": key("SK")}},
+                "SequenceNumber": format!("{:021}", n + 1),
+                "SizeBytes": 100, "StreamViewType": "NEW_IMAGE"
+            },
+            "eventSourceARN": format!("arn:aws:dynamodb:us-east-1:000000000000:table/{TABLE}/stream/local")
+        }));
+    }
+    let events = records
+        .iter()
+        .filter(|r| {
+            r["dynamodb"]["Keys"]["SK"]["S"]
+                .as_str()
+                .unwrap()
+                .ends_with("#000")
+        })
+        .count();
+    assert_eq!(
+        events, 8,
+        "SUBMITTED, WORKING, INPUT_REQUIRED, then two turns of two, CANCELED"
+    );
+    let response = client
+        .http
+        .post(format!(
+            "{}/2015-03-31/functions/push-notifier/invocations",
+            client.base
+        ))
+        .json(&json!({"Records": records}))
+        .timeout(WAIT)
+        .send()
+        .await
+        .expect("invoke the notifier");
+    assert_eq!(response.status().as_u16(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
+    let received = hook.received();
+    let kinds: Vec<String> = received
+        .iter()
+        .map(|(_, _, body)| event_kind(body))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "task:TASK_STATE_SUBMITTED",
+            "status:TASK_STATE_WORKING",
+            "status:TASK_STATE_INPUT_REQUIRED",
+            "status:TASK_STATE_WORKING",
+            "status:TASK_STATE_INPUT_REQUIRED",
+            "status:TASK_STATE_WORKING",
+            "status:TASK_STATE_INPUT_REQUIRED",
+            "status:TASK_STATE_CANCELED",
+        ]
+    );
+    assert!(
+        received
+            .iter()
+            .all(|(path, auth, _)| path == "/hook" && auth.as_deref() == Some("Bearer secret"))
+    );
+}
