@@ -118,7 +118,7 @@ async fn a_batch_is_delivered_in_order_and_only_the_failing_task_is_retried() {
 
     // The good webhook got all three events of its task, in order, with its credentials.
     let received = hook.received();
-    let good_got: Vec<&(String, Option<String>, Value)> = received
+    let good_got: Vec<&Received> = received
         .iter()
         .filter(|(path, ..)| path == "/good")
         .collect();

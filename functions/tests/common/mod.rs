@@ -317,11 +317,14 @@ pub fn on(mut message: Value, id: &str) -> Value {
     message
 }
 
+/// A request a [`Webhook`] received: path, `Authorization` header, JSON body.
+pub type Received = (String, Option<String>, Value);
+
 /// A webhook receiver on 127.0.0.1: records every request; answers each path with the
 /// status its script gives (200 when none).
 pub struct Webhook {
     pub base: String,
-    received: Arc<std::sync::Mutex<Vec<(String, Option<String>, Value)>>>,
+    received: Arc<std::sync::Mutex<Vec<Received>>>,
     serve: tokio::task::JoinHandle<()>,
 }
 
@@ -365,7 +368,7 @@ impl Webhook {
     }
 
     /// (path, Authorization header, body) of every request so far, in arrival order.
-    pub fn received(&self) -> Vec<(String, Option<String>, Value)> {
+    pub fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
     }
 }
