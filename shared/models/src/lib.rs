@@ -1,0 +1,188 @@
+//! The model port: what the agent loop asks of a model, one call per turn, and the providers
+//! that answer it.
+//!
+//! A [`ModelRequest`] carries the whole context of a turn (system prompt, the conversation as
+//! turns, the tool definitions) plus the task's chosen model and reasoning effort; a
+//! [`ModelReply`] is text, tool calls, or both. Providers: `echo` and `scripted` (offline),
+//! and, in their own modules, Amazon Bedrock's Converse API and any OpenAI-compatible chat
+//! completions endpoint. [`Models`] picks the provider a catalog entry names and retries
+//! transient failures with backoff.
+
+mod echo;
+mod retry;
+mod scripted;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use task_core::commands::{ModelSpec, ProviderKind};
+use task_core::extension::Effort;
+
+pub use echo::EchoModel;
+pub use retry::RetryPolicy;
+pub use scripted::{Script, ScriptedModel, ScriptedTurn};
+
+/// A tool the model may call: its name, what it does, and the JSON schema of its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+/// One call the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for the call (generated when the provider gives none), echoed in
+    /// the result.
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// The result of a call, as the model reads it on the next turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub call_id: String,
+    pub name: String,
+    /// The result text; the loop frames it as untrusted content.
+    pub content: String,
+    /// The call failed (`[code] message`).
+    pub is_error: bool,
+}
+
+/// One entry of the conversation the model sees, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Turn {
+    /// What a participant said (or a note the runtime adds, such as a sub-task's outcome).
+    User { text: String },
+    /// What the model answered before: text, calls, or both.
+    Assistant {
+        text: Option<String>,
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The results of the previous assistant turn's calls, in call order.
+    ToolResults { results: Vec<ToolResult> },
+}
+
+/// Everything one model call needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// The task's name: the scripted model picks its script by it (real providers do not
+    /// read it).
+    pub task_name: String,
+    /// The catalog entry the task uses (`/model`), with its provider settings.
+    pub model: ModelSpec,
+    /// The task's reasoning effort (`/effort`), or the model's default.
+    pub effort: Option<Effort>,
+    pub system: String,
+    pub turns: Vec<Turn>,
+    pub tools: Vec<ToolDefinition>,
+}
+
+impl ModelRequest {
+    /// The last participant text of the conversation (what `echo` answers with).
+    pub fn last_user_text(&self) -> Option<&str> {
+        self.turns.iter().rev().find_map(|t| match t {
+            Turn::User { text } => Some(text.as_str()),
+            _ => None,
+        })
+    }
+}
+
+/// A model's answer to one call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelReply {
+    pub text: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+}
+
+impl ModelReply {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: Some(text.into()),
+            tool_calls: Vec::new(),
+        }
+    }
+}
+
+/// Why a model call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    /// The provider asked us to slow down (HTTP 429, Bedrock `ThrottlingException`):
+    /// retried with backoff.
+    #[error("the model provider is throttling: {0}")]
+    Throttled(String),
+    /// The provider failed or could not be reached (5xx, timeouts, connection errors):
+    /// retried with backoff.
+    #[error("the model provider is unavailable: {0}")]
+    Unavailable(String),
+    /// The provider refused the request (4xx other than 408/429: credentials, a bad model
+    /// id, a request too large): not retried.
+    #[error("the model provider refused the request: {0}")]
+    Rejected(String),
+    /// The configuration cannot work (a missing setting, an unreadable script).
+    #[error("the model is misconfigured: {0}")]
+    Misconfigured(String),
+    /// The provider answered something we cannot read.
+    #[error("the model's answer cannot be read: {0}")]
+    InvalidReply(String),
+}
+
+impl ModelError {
+    /// Whether trying again later could succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ModelError::Throttled(_) | ModelError::Unavailable(_))
+    }
+}
+
+/// A model provider: one call per turn.
+#[async_trait]
+pub trait Model: Send + Sync {
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError>;
+}
+
+/// The providers the catalog's entries name, with one retry policy for all.
+#[derive(Clone)]
+pub struct Models {
+    providers: HashMap<ProviderKind, Arc<dyn Model>>,
+    retry: RetryPolicy,
+}
+
+impl Models {
+    /// Only the offline echo model (the local default).
+    pub fn offline() -> Self {
+        Self::new(RetryPolicy::default()).with(ProviderKind::Echo, Arc::new(EchoModel))
+    }
+
+    pub fn new(retry: RetryPolicy) -> Self {
+        Self {
+            providers: HashMap::new(),
+            retry,
+        }
+    }
+
+    /// Serves the models of `kind` with `provider`.
+    pub fn with(mut self, kind: ProviderKind, provider: Arc<dyn Model>) -> Self {
+        self.providers.insert(kind, provider);
+        self
+    }
+
+    /// One turn: the provider of the request's model, retried on transient failures.
+    pub async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
+        let kind = request.model.provider;
+        let provider = self.providers.get(&kind).ok_or_else(|| {
+            ModelError::Misconfigured(format!(
+                "model {:?} needs the {kind} provider, which this deployment does not configure",
+                request.model.id
+            ))
+        })?;
+        self.retry
+            .run(|| provider.complete(request), &request.model.id)
+            .await
+    }
+}

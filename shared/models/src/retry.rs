@@ -1,0 +1,144 @@
+//! Retries of transient model failures (throttling, 5xx, transport), with exponential backoff
+//! and jitter; anything else fails at once.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::ModelError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Calls in all, the first included (at least 1).
+    pub attempts: u32,
+    /// The wait before the first retry; it doubles each time, up to `max_delay`.
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 4,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(8),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries (tests of the failure path).
+    pub fn once() -> Self {
+        Self {
+            attempts: 1,
+            ..Self::default()
+        }
+    }
+
+    fn delay(&self, retry: u32) -> Duration {
+        let exp = self
+            .base_delay
+            .saturating_mul(2u32.saturating_pow(retry.saturating_sub(1)));
+        let capped = exp.min(self.max_delay);
+        // Up to a quarter less, so that many tasks throttled together do not retry together.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        capped.saturating_sub(capped / 4 * (nanos % 1000) / 1000)
+    }
+
+    /// Runs `call` until it succeeds, fails for good, or the attempts are spent.
+    pub async fn run<T, F, Fut>(&self, mut call: F, model_id: &str) -> Result<T, ModelError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, ModelError>>,
+    {
+        let attempts = self.attempts.max(1);
+        let mut attempt = 1;
+        loop {
+            match call().await {
+                Err(err) if err.is_transient() && attempt < attempts => {
+                    let wait = self.delay(attempt);
+                    tracing::warn!(model = model_id, attempt, error = %err, ?wait, "model call failed; retrying");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn quick(attempts: u32) -> RetryPolicy {
+        RetryPolicy {
+            attempts,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(4),
+        }
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_retried_until_the_attempts_are_spent() {
+        let calls = AtomicU32::new(0);
+        let result: Result<(), _> = quick(3)
+            .run(
+                || async {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    Err(ModelError::Throttled("slow down".into()))
+                },
+                "m",
+            )
+            .await;
+        assert_eq!(result, Err(ModelError::Throttled("slow down".into())));
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+
+        let calls = AtomicU32::new(0);
+        let result = quick(5)
+            .run(
+                || async {
+                    match calls.fetch_add(1, Ordering::SeqCst) {
+                        0 | 1 => Err(ModelError::Unavailable("502".into())),
+                        _ => Ok("done"),
+                    }
+                },
+                "m",
+            )
+            .await;
+        assert_eq!(result, Ok("done"));
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn other_failures_are_not_retried() {
+        let calls = AtomicU32::new(0);
+        let result: Result<(), _> = quick(5)
+            .run(
+                || async {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    Err(ModelError::Rejected("bad key".into()))
+                },
+                "m",
+            )
+            .await;
+        assert!(matches!(result, Err(ModelError::Rejected(_))));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn the_backoff_doubles_up_to_the_cap_with_some_jitter() {
+        let policy = RetryPolicy {
+            attempts: 10,
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(500),
+        };
+        for (retry, full) in [(1, 100), (2, 200), (3, 400), (4, 500), (9, 500)] {
+            let d = policy.delay(retry).as_millis() as u64;
+            assert!(d <= full && d >= full * 3 / 4, "retry {retry}: {d} ms");
+        }
+    }
+}
