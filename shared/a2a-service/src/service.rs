@@ -254,6 +254,7 @@ impl Service {
             .filter(|c| match c {
                 Change::Create(new) => !new.events.is_empty(),
                 Change::Update(update) => !update.events.is_empty(),
+                Change::Enqueue { .. } => false,
             })
             .map(|c| c.task_id().to_owned())
             .collect();

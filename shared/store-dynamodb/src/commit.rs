@@ -203,6 +203,17 @@ pub fn plan(table: &str, changes: &[Change], inbox_chunks: &InboxChunks) -> Stor
         match change {
             Change::Create(new) => plan_create(table, &mut plan, new, docs)?,
             Change::Update(update) => plan_update(table, &mut plan, update, docs, inbox_chunks)?,
+            Change::Enqueue { task_id, item } => {
+                let json = docs.inbox.first().map(String::as_str).unwrap_or_default();
+                let (writes, guards) = crate::inbox::enqueue_writes(table, task_id, item, json)?;
+                plan.items.extend(writes);
+                plan.guards.extend(guards);
+                plan.committed.push(Committed {
+                    task_id: task_id.clone(),
+                    version: 0,
+                    event_seqs: Vec::new(),
+                });
+            }
         }
     }
     Ok(plan)
@@ -288,9 +299,24 @@ impl Builder<'_> {
     }
 
     fn history(&mut self, first: u64, history: &[String], creating: bool) -> StoreResult<()> {
-        for (i, json) in history.iter().enumerate() {
+        self.numbered(first, history, creating, keys::history_sk)
+    }
+
+    fn transcript(&mut self, first: u64, entries: &[String]) -> StoreResult<()> {
+        self.numbered(first, entries, false, keys::transcript_sk)
+    }
+
+    /// Documents numbered from `first` (history messages, transcript entries), chunked.
+    fn numbered(
+        &mut self,
+        first: u64,
+        docs: &[String],
+        creating: bool,
+        sk: fn(u64, usize) -> String,
+    ) -> StoreResult<()> {
+        for (i, json) in docs.iter().enumerate() {
             let number = first + i as u64;
-            for item in items::chunk_items(&self.pk, |c| keys::history_sk(number, c), json, None) {
+            for item in items::chunk_items(&self.pk, |c| sk(number, c), json, None) {
                 let item = put(self.table, item, Some(&Condition::not_exists()))?;
                 self.push(
                     item,
@@ -417,6 +443,7 @@ fn plan_create(
         events: docs.events.len() as u64,
         history: docs.history.len() as u64,
         artifact_ids: Vec::new(),
+        transcript: 0,
     };
     let item = items::task_item(&new.record, docs.task, 1, &counters)?;
     b.task_item(
@@ -519,6 +546,7 @@ fn plan_update(
     let start = b.plan.items.len();
     let event_seqs = b.events(counters.events, &docs.events, false)?;
     b.history(counters.history, &docs.history, false)?;
+    b.transcript(counters.transcript, &docs.transcript)?;
     b.artifacts(&mut counters, docs.artifacts, version)?;
     b.audit(docs.audit, false)?;
     let logs: Vec<_> = b
@@ -529,6 +557,7 @@ fn plan_update(
         .collect();
     counters.events += docs.events.len() as u64;
     counters.history += docs.history.len() as u64;
+    counters.transcript += docs.transcript.len() as u64;
 
     let item = items::task_item(record, docs.task, version, &counters)?;
     b.task_item(

@@ -72,41 +72,64 @@ struct Piece {
     sender: Option<String>,
 }
 
+/// The writes of queueing `item` (`json`: its encoded message) for `task_id`: the check that
+/// the task is open, its message id, its chunks; with their guards. Shared by `enqueue` and
+/// a commit's `Change::Enqueue`.
+pub(crate) fn enqueue_writes(
+    table: &str,
+    task_id: &str,
+    item: &InboxItem,
+    json: &str,
+) -> StoreResult<(Vec<TransactWriteItem>, Vec<Guard>)> {
+    let pk = keys::task_pk(task_id);
+    let message_id = &item.key.message_id;
+    let mut writes = vec![task_open(table, task_id)?];
+    let mut guards = vec![Guard::TaskOpen(task_id.to_owned())];
+    writes.push(commit::put(
+        table,
+        key(&pk, keys::message_id_sk(message_id)),
+        Some(&Condition::not_exists()),
+    )?);
+    guards.push(Guard::MessageId {
+        task_id: task_id.to_owned(),
+        message_id: message_id.clone(),
+    });
+    for chunk in inbox_chunks(&pk, item, json)? {
+        writes.push(commit::put(table, chunk, None)?);
+        guards.push(Guard::Log {
+            task_id: task_id.to_owned(),
+            creating: false,
+        });
+    }
+    Ok((writes, guards))
+}
+
+impl DynamoDbStore {
+    /// A failed "task is open" check without the item DynamoDB should return: read it to
+    /// tell a missing task from a terminal one.
+    pub(crate) async fn closed_task(&self, task_id: &str) -> StoreResult<StoreError> {
+        Ok(
+            match self
+                .get_item(key(keys::task_pk(task_id), keys::TASK_SK))
+                .await?
+            {
+                None => StoreError::NotFound(format!("task {task_id}")),
+                Some(_) => Conflict::TaskTerminal(task_id.to_owned()).into(),
+            },
+        )
+    }
+}
+
 #[async_trait]
 impl InboxStore for DynamoDbStore {
     async fn enqueue(&self, task_id: &str, item: InboxItem) -> StoreResult<()> {
         // The message's JSON, refused over the size cap like any stored message.
         let json = limits::encode_message(&item.message)?;
-        let pk = keys::task_pk(task_id);
-        let message_id = &item.key.message_id;
-        let mut writes = vec![task_open(&self.table, task_id)?];
-        let mut guards = vec![Guard::TaskOpen(task_id.to_owned())];
-        writes.push(commit::put(
-            &self.table,
-            key(&pk, keys::message_id_sk(message_id)),
-            Some(&Condition::not_exists()),
-        )?);
-        guards.push(Guard::MessageId {
-            task_id: task_id.to_owned(),
-            message_id: message_id.clone(),
-        });
-        for chunk in inbox_chunks(&pk, &item, &json)? {
-            writes.push(commit::put(&self.table, chunk, None)?);
-            guards.push(Guard::Log {
-                task_id: task_id.to_owned(),
-                creating: false,
-            });
-        }
+        let (writes, guards) = enqueue_writes(&self.table, task_id, &item, &json)?;
         match self.transact(writes, &guards, CHECK_ATTEMPTS).await? {
             Ok(()) => Ok(()),
             Err(Cancellation::Conflict(conflict)) => Err(conflict.into()),
-            Err(Cancellation::NotFound(_)) => {
-                // DynamoDB returned no item for the failed check; confirm by reading.
-                match self.get_item(key(&pk, keys::TASK_SK)).await? {
-                    None => Err(StoreError::NotFound(format!("task {task_id}"))),
-                    Some(_) => Err(Conflict::TaskTerminal(task_id.to_owned()).into()),
-                }
-            }
+            Err(Cancellation::NotFound(id)) => Err(self.closed_task(&id).await?),
             Err(other) => Err(DynamoDbError::Cancelled {
                 operation: "TransactWriteItems",
                 reasons: format!("enqueue on task {task_id}: {other:?}"),

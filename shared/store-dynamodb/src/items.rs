@@ -31,6 +31,7 @@ pub mod attr {
     pub const STATUS_TIME: &str = "ts";
     pub const EVENTS: &str = "events";
     pub const HISTORY: &str = "history";
+    pub const TRANSCRIPT: &str = "transcript";
     pub const ARTIFACT_IDS: &str = "artifact_ids";
     pub const TASK: &str = "task";
     pub const AT: &str = "at";
@@ -130,6 +131,7 @@ pub fn task_item(
     item.insert(attr::ROLES.into(), AttributeValue::M(roles));
     item.insert(attr::EVENTS.into(), n(counters.events));
     item.insert(attr::HISTORY.into(), n(counters.history));
+    item.insert(attr::TRANSCRIPT.into(), n(counters.transcript));
     item.insert(
         attr::ARTIFACT_IDS.into(),
         AttributeValue::L(counters.artifact_ids.iter().map(|a| s(a.clone())).collect()),
@@ -179,6 +181,11 @@ pub fn parse_task(item: &Item) -> Result<StoredTask, DynamoDbError> {
         counters: TaskCounters {
             events: get_n(item, attr::EVENTS)?,
             history: get_n(item, attr::HISTORY)?,
+            // Absent on task items written before transcripts existed.
+            transcript: match item.get(attr::TRANSCRIPT) {
+                Some(_) => get_n(item, attr::TRANSCRIPT)?,
+                None => 0,
+            },
             artifact_ids,
         },
     })
@@ -397,6 +404,7 @@ mod tests {
             events: 3,
             history: 2,
             artifact_ids: vec!["a#1".into()],
+            transcript: 4,
         };
         let doc = serde_json::to_string(&record).unwrap();
         let item = task_item(&record, doc, 7, &counters).unwrap();

@@ -10,6 +10,7 @@
 //! | `TASK` | the task document, version, state, roles, counters |
 //! | `EVT#<seq:020>#<chunk:03>` | a chunk of event `seq` |
 //! | `MSG#<n:020>#<chunk:03>` | a chunk of history message `n` |
+//! | `TRN#<n:020>#<chunk:03>` | a chunk of transcript entry `n` |
 //! | `ART#<position:020>#<chunk:03>` | a chunk of the artifact first written at `position` |
 //! | `MID#<message id>` | a message id the task received |
 //! | `INBOX#<time>#<chunk:03>#<message id>` | a chunk of a waiting message |
@@ -28,6 +29,7 @@ pub const TASK_SK: &str = "TASK";
 pub const LEASE_SK: &str = "LEASE";
 pub const EVENT_PREFIX: &str = "EVT#";
 pub const HISTORY_PREFIX: &str = "MSG#";
+pub const TRANSCRIPT_PREFIX: &str = "TRN#";
 pub const ARTIFACT_PREFIX: &str = "ART#";
 pub const MESSAGE_ID_PREFIX: &str = "MID#";
 pub const INBOX_PREFIX: &str = "INBOX#";
@@ -88,6 +90,10 @@ pub fn event_sk(seq: u64, chunk: usize) -> String {
 
 pub fn history_sk(n: u64, chunk: usize) -> String {
     numbered(HISTORY_PREFIX, n, chunk)
+}
+
+pub fn transcript_sk(n: u64, chunk: usize) -> String {
+    numbered(TRANSCRIPT_PREFIX, n, chunk)
 }
 
 pub fn artifact_sk(position: u64, chunk: usize) -> String {

@@ -174,6 +174,8 @@ impl TaskStore for DynamoDbStore {
         match outcome {
             Ok(()) => {}
             Err(Cancellation::Conflict(conflict)) => return Err(conflict.into()),
+            // A queued message's task is missing or terminal (`Change::Enqueue`).
+            Err(Cancellation::NotFound(task_id)) => return Err(self.closed_task(&task_id).await?),
             Err(Cancellation::Contention) => {
                 // Still in another transaction after the retries: it changed (the caller re-reads).
                 let task = contended_task(&plan.guards).unwrap_or_else(|| changes[0].task_id());
@@ -313,6 +315,37 @@ impl TaskStore for DynamoDbStore {
         };
         docs.iter()
             .map(|(n, json)| parse_doc(task_id, "history message", *n, json))
+            .collect()
+    }
+
+    async fn transcript(&self, task_id: &str, from: u64) -> StoreResult<Vec<serde_json::Value>> {
+        let (low, high) = keys::numbered_range(keys::TRANSCRIPT_PREFIX, from, u64::MAX);
+        let query = self
+            .query()
+            .key_condition_expression("#pk = :pk AND #sk BETWEEN :low AND :high")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_values(":pk", s(keys::task_pk(task_id)))
+            .expression_attribute_values(":low", s(low))
+            .expression_attribute_values(":high", s(high))
+            .consistent_read(true);
+        let docs = whole("transcript entry", task_id, || async {
+            let chunks = self
+                .query_all(query.clone())
+                .await?
+                .iter()
+                .map(|item| items::parse_chunk(keys::TRANSCRIPT_PREFIX, item))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(items::assemble(chunks).and_then(|docs| {
+                if docs.first().is_some_and(|(n, _)| *n != from) {
+                    return Err(Incomplete(from));
+                }
+                contiguous(&docs).map(|()| docs)
+            }))
+        })
+        .await?;
+        docs.iter()
+            .map(|(n, json)| parse_doc(task_id, "transcript entry", *n, json))
             .collect()
     }
 

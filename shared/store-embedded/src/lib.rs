@@ -39,13 +39,16 @@ use writer::backend;
 
 /// Task id → the task document (`TaskRecord` JSON).
 const TASKS: TableDefinition<&str, &str> = TableDefinition::new("task_records");
-/// Task id → (version, terminal, events, history messages, artifact ids as a JSON array):
-/// what the writer checks and counts, without parsing the document.
-const META: TableDefinition<&str, (u64, bool, u64, u64, &str)> = TableDefinition::new("task_meta");
+/// Task id → (version, terminal, events, history messages, transcript entries, artifact ids
+/// as a JSON array): what the writer checks and counts, without parsing the document.
+const META: TableDefinition<&str, (u64, bool, u64, u64, u64, &str)> =
+    TableDefinition::new("task_counters");
 /// (task, seq) → event.
 const EVENTS: TableDefinition<(&str, u64), &str> = TableDefinition::new("events");
 /// (task, n) → history message.
 const HISTORY: TableDefinition<(&str, u64), &str> = TableDefinition::new("history");
+/// (task, n) → transcript entry.
+const TRANSCRIPT: TableDefinition<(&str, u64), &str> = TableDefinition::new("transcript");
 /// (task, artifact id) → artifact.
 const ARTIFACTS: TableDefinition<(&str, &str), &str> = TableDefinition::new("artifacts");
 /// (task, message id): the message ids a task received.
@@ -62,9 +65,9 @@ const LEASES: TableDefinition<&str, &str> = TableDefinition::new("leases");
 /// (participant, status seconds, status nanos, task id): ListTasks' index.
 const INDEX: TableDefinition<(&str, i64, u32, &str), ()> =
     TableDefinition::new("participant_index");
-/// Tables of the first file layout (task documents with their counters inside), which this
-/// version does not read.
-const OLD_LAYOUT_TABLES: &[&str] = &["tasks", "inbox"];
+/// Tables of earlier file layouts (task documents with their counters inside; counters
+/// without the transcript's), which this version does not read.
+const OLD_LAYOUT_TABLES: &[&str] = &["tasks", "inbox", "task_meta"];
 
 #[derive(Serialize, Deserialize)]
 struct LeaseDoc {
@@ -122,6 +125,7 @@ impl EmbeddedStore {
             txn.open_table(META).map_err(backend)?;
             txn.open_table(EVENTS).map_err(backend)?;
             txn.open_table(HISTORY).map_err(backend)?;
+            txn.open_table(TRANSCRIPT).map_err(backend)?;
             txn.open_table(ARTIFACTS).map_err(backend)?;
             txn.open_table(MESSAGE_IDS).map_err(backend)?;
             txn.open_table(INBOX).map_err(backend)?;
@@ -160,7 +164,19 @@ fn index_keys(record: &TaskRecord) -> Vec<(String, i64, u32)> {
 }
 
 /// One change of a commit, ready for the writer.
-struct Prepared {
+enum Prepared {
+    Task(Box<PreparedTask>),
+    /// A message queued for another task (`Change::Enqueue`).
+    Enqueue {
+        task_id: String,
+        key: InboxKey,
+        sender: String,
+        message: String,
+    },
+}
+
+/// A creation or an update, ready for the writer.
+struct PreparedTask {
     task_id: String,
     /// `None`: create (the task must not exist); `Some(v)`: update from version `v`.
     expected_version: Option<u64>,
@@ -170,6 +186,7 @@ struct Prepared {
     artifact_ids: String,
     first_seq: u64,
     first_history: u64,
+    first_transcript: u64,
     docs: EncodedChange,
     message_ids: Vec<String>,
     /// (key, sender) of the inbox items a creation queues; their messages are `docs.inbox`.
@@ -192,12 +209,12 @@ fn duplicate_message(task_id: &str, message_id: &str) -> StoreError {
     .into()
 }
 
-fn prepare_create(new: &NewTask, docs: EncodedChange) -> StoreResult<Prepared> {
+fn prepare_create(new: &NewTask, docs: EncodedChange) -> StoreResult<PreparedTask> {
     let id = new.record.id.clone();
     let mut message_ids = new.message_ids.clone();
     message_ids.extend(new.inbox.iter().map(|i| i.key.message_id.clone()));
-    let counters = TaskCounters::default().after(new.events.len(), new.history.len(), &[]);
-    Ok(Prepared {
+    let counters = TaskCounters::default().after(new.events.len(), new.history.len(), 0, &[]);
+    Ok(PreparedTask {
         expected_version: None,
         version: 1,
         terminal: new.record.state().is_terminal(),
@@ -205,6 +222,7 @@ fn prepare_create(new: &NewTask, docs: EncodedChange) -> StoreResult<Prepared> {
         counters,
         first_seq: 0,
         first_history: 0,
+        first_transcript: 0,
         docs,
         message_ids,
         inbox: new
@@ -221,7 +239,7 @@ fn prepare_create(new: &NewTask, docs: EncodedChange) -> StoreResult<Prepared> {
     })
 }
 
-fn prepare_update(update: &TaskUpdate, docs: EncodedChange) -> StoreResult<Prepared> {
+fn prepare_update(update: &TaskUpdate, docs: EncodedChange) -> StoreResult<PreparedTask> {
     let base = &update.base;
     let id = update.task_id();
     // At the expected version the stored task is `base`, so these conditions are judged on it.
@@ -241,7 +259,7 @@ fn prepare_update(update: &TaskUpdate, docs: EncodedChange) -> StoreResult<Prepa
         Some(record) => (index_keys(&base.record), index_keys(record)),
         None => (Vec::new(), Vec::new()),
     };
-    Ok(Prepared {
+    Ok(PreparedTask {
         task_id: id.to_owned(),
         expected_version: Some(base.version),
         version: applied.version,
@@ -250,6 +268,7 @@ fn prepare_update(update: &TaskUpdate, docs: EncodedChange) -> StoreResult<Prepa
         counters: applied.counters,
         first_seq: base.counters.events,
         first_history: base.counters.history,
+        first_transcript: base.counters.transcript,
         docs,
         message_ids: update.message_ids.clone(),
         inbox: Vec::new(),
@@ -289,127 +308,193 @@ fn check_message_ids(txn: &WriteTransaction, task_id: &str, ids: &[String]) -> S
 /// Every condition of a commit, judged before any of it is written.
 fn check_commit(txn: &WriteTransaction, changes: &[Prepared]) -> StoreResult<()> {
     for change in changes {
-        let id = change.task_id.as_str();
-        match (meta_of(txn, id)?, change.expected_version) {
-            (Some(_), None) => return Err(Conflict::TaskExists(id.to_owned()).into()),
-            (None, None) => {}
-            (Some((version, _)), Some(expected)) if version == expected => {}
-            (_, Some(_)) => return Err(Conflict::TaskChanged(id.to_owned()).into()),
-        }
-        if change.lease.is_some()
-            && txn
-                .open_table(LEASES)
-                .map_err(backend)?
-                .get(id)
-                .map_err(backend)?
-                .is_some()
-        {
-            return Err(Conflict::TaskExists(id.to_owned()).into());
-        }
-        check_message_ids(txn, id, &change.message_ids)?;
-        let inbox = txn.open_table(INBOX).map_err(backend)?;
-        for key in &change.consume_inbox {
-            let (secs, nanos) = time_key(key.enqueued_at);
-            if inbox
-                .get((id, secs, nanos, key.message_id.as_str()))
-                .map_err(backend)?
-                .is_none()
-            {
-                return Err(Conflict::InboxItemGone(id.to_owned()).into());
-            }
+        match change {
+            Prepared::Task(task) => check_task(txn, task)?,
+            Prepared::Enqueue { task_id, key, .. } => check_enqueue(txn, task_id, key)?,
         }
     }
     Ok(())
 }
 
+fn check_task(txn: &WriteTransaction, change: &PreparedTask) -> StoreResult<()> {
+    let id = change.task_id.as_str();
+    match (meta_of(txn, id)?, change.expected_version) {
+        (Some(_), None) => return Err(Conflict::TaskExists(id.to_owned()).into()),
+        (None, None) => {}
+        (Some((version, _)), Some(expected)) if version == expected => {}
+        (_, Some(_)) => return Err(Conflict::TaskChanged(id.to_owned()).into()),
+    }
+    if change.lease.is_some()
+        && txn
+            .open_table(LEASES)
+            .map_err(backend)?
+            .get(id)
+            .map_err(backend)?
+            .is_some()
+    {
+        return Err(Conflict::TaskExists(id.to_owned()).into());
+    }
+    check_message_ids(txn, id, &change.message_ids)?;
+    let inbox = txn.open_table(INBOX).map_err(backend)?;
+    for key in &change.consume_inbox {
+        let (secs, nanos) = time_key(key.enqueued_at);
+        if inbox
+            .get((id, secs, nanos, key.message_id.as_str()))
+            .map_err(backend)?
+            .is_none()
+        {
+            return Err(Conflict::InboxItemGone(id.to_owned()).into());
+        }
+    }
+    Ok(())
+}
+
+/// What `enqueue` checks: the task exists, is not terminal, and has not seen the id.
+fn check_enqueue(txn: &WriteTransaction, task_id: &str, key: &InboxKey) -> StoreResult<()> {
+    match meta_of(txn, task_id)? {
+        None => return Err(StoreError::NotFound(format!("task {task_id}"))),
+        Some((_, true)) => return Err(Conflict::TaskTerminal(task_id.to_owned()).into()),
+        Some(_) => {}
+    }
+    check_message_ids(txn, task_id, std::slice::from_ref(&key.message_id))
+}
+
+fn apply_enqueue(
+    txn: &WriteTransaction,
+    task_id: &str,
+    key: &InboxKey,
+    sender: &str,
+    message: &str,
+) -> StoreResult<()> {
+    txn.open_table(MESSAGE_IDS)
+        .map_err(backend)?
+        .insert((task_id, key.message_id.as_str()), ())
+        .map_err(backend)?;
+    let (secs, nanos) = time_key(key.enqueued_at);
+    txn.open_table(INBOX)
+        .map_err(backend)?
+        .insert(
+            (task_id, secs, nanos, key.message_id.as_str()),
+            (sender, message),
+        )
+        .map_err(backend)?;
+    Ok(())
+}
+
 fn apply_commit(txn: &WriteTransaction, changes: Vec<Prepared>) -> StoreResult<Vec<Committed>> {
+    let mut committed = Vec::with_capacity(changes.len());
+    for change in changes {
+        match change {
+            Prepared::Task(task) => committed.push(apply_task(txn, *task)?),
+            Prepared::Enqueue {
+                task_id,
+                key,
+                sender,
+                message,
+            } => {
+                apply_enqueue(txn, &task_id, &key, &sender, &message)?;
+                committed.push(Committed {
+                    task_id,
+                    version: 0,
+                    event_seqs: Vec::new(),
+                });
+            }
+        }
+    }
+    Ok(committed)
+}
+
+fn apply_task(txn: &WriteTransaction, change: PreparedTask) -> StoreResult<Committed> {
     let mut meta = txn.open_table(META).map_err(backend)?;
     let mut tasks = txn.open_table(TASKS).map_err(backend)?;
     let mut events = txn.open_table(EVENTS).map_err(backend)?;
     let mut history = txn.open_table(HISTORY).map_err(backend)?;
+    let mut transcript = txn.open_table(TRANSCRIPT).map_err(backend)?;
     let mut artifacts = txn.open_table(ARTIFACTS).map_err(backend)?;
     let mut message_ids = txn.open_table(MESSAGE_IDS).map_err(backend)?;
     let mut inbox = txn.open_table(INBOX).map_err(backend)?;
     let mut audit = txn.open_table(AUDIT).map_err(backend)?;
     let mut index = txn.open_table(INDEX).map_err(backend)?;
     let mut leases = txn.open_table(LEASES).map_err(backend)?;
-    let mut committed = Vec::with_capacity(changes.len());
-    for change in changes {
-        let id = change.task_id.as_str();
-        let docs = &change.docs;
-        if change.write_document {
-            tasks.insert(id, docs.task.as_str()).map_err(backend)?;
-        }
-        meta.insert(
-            id,
-            (
-                change.version,
-                change.terminal,
-                change.counters.events,
-                change.counters.history,
-                change.artifact_ids.as_str(),
-            ),
-        )
-        .map_err(backend)?;
-        for message_id in &change.message_ids {
-            message_ids
-                .insert((id, message_id.as_str()), ())
-                .map_err(backend)?;
-        }
-        for ((key, sender), message) in change.inbox.iter().zip(&docs.inbox) {
-            let (secs, nanos) = time_key(key.enqueued_at);
-            inbox
-                .insert(
-                    (id, secs, nanos, key.message_id.as_str()),
-                    (sender.as_str(), message.as_str()),
-                )
-                .map_err(backend)?;
-        }
-        for key in &change.consume_inbox {
-            let (secs, nanos) = time_key(key.enqueued_at);
-            inbox
-                .remove((id, secs, nanos, key.message_id.as_str()))
-                .map_err(backend)?;
-        }
-        let mut seqs = Vec::with_capacity(docs.events.len());
-        for (seq, event) in (change.first_seq..).zip(&docs.events) {
-            events.insert((id, seq), event.as_str()).map_err(backend)?;
-            seqs.push(seq);
-        }
-        for (n, message) in (change.first_history..).zip(&docs.history) {
-            history.insert((id, n), message.as_str()).map_err(backend)?;
-        }
-        for (artifact_id, artifact) in &docs.artifacts {
-            artifacts
-                .insert((id, artifact_id.as_str()), artifact.as_str())
-                .map_err(backend)?;
-        }
-        for (entry, text) in &docs.audit {
-            let (secs, nanos) = time_key(entry.at);
-            audit
-                .insert((id, secs, nanos, entry.message_id.as_str()), text.as_str())
-                .map_err(backend)?;
-        }
-        for (participant, secs, nanos) in &change.unindex {
-            index
-                .remove((participant.as_str(), *secs, *nanos, id))
-                .map_err(backend)?;
-        }
-        for (participant, secs, nanos) in &change.index {
-            index
-                .insert((participant.as_str(), *secs, *nanos, id), ())
-                .map_err(backend)?;
-        }
-        if let Some(lease) = &change.lease {
-            leases.insert(id, lease.as_str()).map_err(backend)?;
-        }
-        committed.push(Committed {
-            task_id: change.task_id.clone(),
-            version: change.version,
-            event_seqs: seqs,
-        });
+    let id = change.task_id.as_str();
+    let docs = &change.docs;
+    if change.write_document {
+        tasks.insert(id, docs.task.as_str()).map_err(backend)?;
     }
-    Ok(committed)
+    meta.insert(
+        id,
+        (
+            change.version,
+            change.terminal,
+            change.counters.events,
+            change.counters.history,
+            change.counters.transcript,
+            change.artifact_ids.as_str(),
+        ),
+    )
+    .map_err(backend)?;
+    for message_id in &change.message_ids {
+        message_ids
+            .insert((id, message_id.as_str()), ())
+            .map_err(backend)?;
+    }
+    for ((key, sender), message) in change.inbox.iter().zip(&docs.inbox) {
+        let (secs, nanos) = time_key(key.enqueued_at);
+        inbox
+            .insert(
+                (id, secs, nanos, key.message_id.as_str()),
+                (sender.as_str(), message.as_str()),
+            )
+            .map_err(backend)?;
+    }
+    for key in &change.consume_inbox {
+        let (secs, nanos) = time_key(key.enqueued_at);
+        inbox
+            .remove((id, secs, nanos, key.message_id.as_str()))
+            .map_err(backend)?;
+    }
+    let mut seqs = Vec::with_capacity(docs.events.len());
+    for (seq, event) in (change.first_seq..).zip(&docs.events) {
+        events.insert((id, seq), event.as_str()).map_err(backend)?;
+        seqs.push(seq);
+    }
+    for (n, message) in (change.first_history..).zip(&docs.history) {
+        history.insert((id, n), message.as_str()).map_err(backend)?;
+    }
+    for (n, entry) in (change.first_transcript..).zip(&docs.transcript) {
+        transcript
+            .insert((id, n), entry.as_str())
+            .map_err(backend)?;
+    }
+    for (artifact_id, artifact) in &docs.artifacts {
+        artifacts
+            .insert((id, artifact_id.as_str()), artifact.as_str())
+            .map_err(backend)?;
+    }
+    for (entry, text) in &docs.audit {
+        let (secs, nanos) = time_key(entry.at);
+        audit
+            .insert((id, secs, nanos, entry.message_id.as_str()), text.as_str())
+            .map_err(backend)?;
+    }
+    for (participant, secs, nanos) in &change.unindex {
+        index
+            .remove((participant.as_str(), *secs, *nanos, id))
+            .map_err(backend)?;
+    }
+    for (participant, secs, nanos) in &change.index {
+        index
+            .insert((participant.as_str(), *secs, *nanos, id), ())
+            .map_err(backend)?;
+    }
+    if let Some(lease) = &change.lease {
+        leases.insert(id, lease.as_str()).map_err(backend)?;
+    }
+    Ok(Committed {
+        task_id: change.task_id.clone(),
+        version: change.version,
+        event_seqs: seqs,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -421,7 +506,7 @@ fn read_task(txn: &redb::ReadTransaction, task_id: &str) -> StoreResult<Option<S
     let Some(found) = meta.get(task_id).map_err(backend)? else {
         return Ok(None);
     };
-    let (version, _, events, history, artifact_ids) = found.value();
+    let (version, _, events, history, transcript, artifact_ids) = found.value();
     let tasks = txn.open_table(TASKS).map_err(backend)?;
     let doc = tasks
         .get(task_id)
@@ -433,6 +518,7 @@ fn read_task(txn: &redb::ReadTransaction, task_id: &str) -> StoreResult<Option<S
         counters: TaskCounters {
             events,
             history,
+            transcript,
             artifact_ids: parse("artifact ids", artifact_ids)?,
         },
     }))
@@ -476,9 +562,19 @@ impl TaskStore for EmbeddedStore {
         let prepared = changes
             .iter()
             .zip(encoded)
-            .map(|(change, docs)| match change {
-                Change::Create(new) => prepare_create(new, docs),
-                Change::Update(update) => prepare_update(update, docs),
+            .map(|(change, mut docs)| {
+                Ok(match change {
+                    Change::Create(new) => Prepared::Task(Box::new(prepare_create(new, docs)?)),
+                    Change::Update(update) => {
+                        Prepared::Task(Box::new(prepare_update(update, docs)?))
+                    }
+                    Change::Enqueue { task_id, item } => Prepared::Enqueue {
+                        task_id: task_id.clone(),
+                        key: item.key.clone(),
+                        sender: item.sender.clone(),
+                        message: docs.inbox.pop().unwrap_or_default(),
+                    },
+                })
             })
             .collect::<StoreResult<Vec<_>>>()?;
         self.writer
@@ -533,13 +629,24 @@ impl TaskStore for EmbeddedStore {
         })
     }
 
+    async fn transcript(&self, task_id: &str, from: u64) -> StoreResult<Vec<serde_json::Value>> {
+        self.read(|txn| {
+            let transcript = txn.open_table(TRANSCRIPT).map_err(backend)?;
+            transcript
+                .range((task_id, from)..=(task_id, u64::MAX))
+                .map_err(backend)?
+                .map(|entry| parse("transcript entry", entry.map_err(backend)?.1.value()))
+                .collect()
+        })
+    }
+
     async fn artifacts(&self, task_id: &str) -> StoreResult<Vec<Artifact>> {
         self.read(|txn| {
             let meta = txn.open_table(META).map_err(backend)?;
             let Some(found) = meta.get(task_id).map_err(backend)? else {
                 return Ok(Vec::new());
             };
-            let order: Vec<String> = parse("artifact ids", found.value().4)?;
+            let order: Vec<String> = parse("artifact ids", found.value().5)?;
             let artifacts = txn.open_table(ARTIFACTS).map_err(backend)?;
             order
                 .iter()
@@ -624,29 +731,9 @@ impl InboxStore for EmbeddedStore {
         self.writer
             .write(
                 (task_id.to_owned(), item, message),
-                |txn, (id, item, _)| {
-                    match meta_of(txn, id)? {
-                        None => return Err(StoreError::NotFound(format!("task {id}"))),
-                        Some((_, true)) => return Err(Conflict::TaskTerminal(id.clone()).into()),
-                        Some(_) => {}
-                    }
-                    check_message_ids(txn, id, std::slice::from_ref(&item.key.message_id))
-                },
+                |txn, (id, item, _)| check_enqueue(txn, id, &item.key),
                 |txn, (id, item, message), ()| {
-                    let key = &item.key;
-                    txn.open_table(MESSAGE_IDS)
-                        .map_err(backend)?
-                        .insert((id.as_str(), key.message_id.as_str()), ())
-                        .map_err(backend)?;
-                    let (secs, nanos) = time_key(key.enqueued_at);
-                    txn.open_table(INBOX)
-                        .map_err(backend)?
-                        .insert(
-                            (id.as_str(), secs, nanos, key.message_id.as_str()),
-                            (item.sender.as_str(), message.as_str()),
-                        )
-                        .map_err(backend)?;
-                    Ok(())
+                    apply_enqueue(txn, &id, &item.key, &item.sender, &message)
                 },
             )
             .await

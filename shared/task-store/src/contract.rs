@@ -29,7 +29,7 @@ macro_rules! contract_suite {
             create_then_get, create_conflicts_when_the_task_exists, update_needs_the_version_it_read,
             update_checks_the_allowed_states, update_checks_the_actors_role, events_are_gapless_and_readable_from_a_seq,
             message_ids_are_deduplicated, history_reads_all_or_the_newest, documents_over_the_cap_are_refused,
-            artifacts_keep_their_first_order, an_update_applied_is_what_the_store_reads, a_multi_task_commit_is_atomic, a_task_is_created_with_its_first_message_queued, a_task_is_created_with_its_lease, list_is_scoped_ordered_filtered_and_paged,
+            artifacts_keep_their_first_order, an_update_applied_is_what_the_store_reads, a_multi_task_commit_is_atomic, a_task_is_created_with_its_first_message_queued, a_task_is_created_with_its_lease, the_transcript_is_appended_and_read_from_a_number, a_commit_can_queue_a_message_for_another_task, list_is_scoped_ordered_filtered_and_paged,
             list_follows_participant_and_status_changes, push_configs, leases, inbox, audit_log,
             a_long_conversation_is_stored_intact, concurrent_updates_lose_nothing, one_winner_per_conflicting_pair,
             concurrent_role_changes_have_one_winner, concurrent_lease_acquisition_has_one_winner);
@@ -187,7 +187,8 @@ pub async fn create_then_get(store: Arc<dyn Store>) {
         TaskCounters {
             events: 2,
             history: 1,
-            artifact_ids: vec![]
+            artifact_ids: vec![],
+            transcript: 0,
         }
     );
     assert_eq!(
@@ -804,6 +805,147 @@ pub async fn a_task_is_created_with_its_lease(store: Arc<dyn Store>) {
         conflict(store.commit(vec![Change::Create(Box::new(again))]).await),
         Conflict::TaskExists("t-1".into())
     );
+}
+
+/// Transcript entries are numbered per task from 0, written with an update, read from a
+/// number on; the counters count them.
+pub async fn the_transcript_is_appended_and_read_from_a_number(store: Arc<dyn Store>) {
+    let base = create(
+        &*store,
+        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
+    )
+    .await;
+    assert!(store.transcript("t-1", 0).await.expect("read").is_empty());
+    let mut u = update(&base);
+    u.transcript = vec![
+        serde_json::json!({"role": "user", "text": "hello"}),
+        serde_json::json!({"role": "assistant", "text": null, "tool_calls": [{"id": "c1"}]}),
+    ];
+    commit_one(&*store, u).await.expect("write");
+    let base = store.get("t-1").await.expect("get").expect("exists");
+    assert_eq!(base.counters.transcript, 2);
+    let mut u = update(&base);
+    u.transcript = vec![serde_json::json!({"role": "tool_results", "results": []})];
+    let big = "x".repeat(200 * 1024);
+    u.transcript
+        .push(serde_json::json!({"role": "user", "text": big}));
+    commit_one(&*store, u).await.expect("write");
+    let all = store.transcript("t-1", 0).await.expect("read");
+    assert_eq!(all.len(), 4);
+    assert_eq!(all[0]["text"], "hello");
+    assert_eq!(all[3]["text"].as_str().map(str::len), Some(200 * 1024));
+    let rest = store.transcript("t-1", 2).await.expect("read");
+    assert_eq!(rest, all[2..].to_vec());
+    assert!(store.transcript("t-1", 9).await.expect("read").is_empty());
+    assert!(store.transcript("nope", 0).await.expect("read").is_empty());
+    // An entry over the document cap is refused whole.
+    let base = store.get("t-1").await.expect("get").expect("exists");
+    let mut u = update(&base);
+    u.transcript = vec![serde_json::json!({"text": "x".repeat(MAX_DOCUMENT_BYTES + 1)})];
+    assert!(matches!(
+        commit_one(&*store, u).await,
+        Err(StoreError::TooLarge(_))
+    ));
+    assert_eq!(store.transcript("t-1", 0).await.expect("read").len(), 4);
+}
+
+/// An `Enqueue` queues a message for another task atomically with the commit's other
+/// changes, with `enqueue`'s checks; a failed check fails the whole commit.
+pub async fn a_commit_can_queue_a_message_for_another_task(store: Arc<dyn Store>) {
+    let parent = create(&*store, record("p", "ctx", TEAM, TaskState::Working, at(0))).await;
+    let child = create(
+        &*store,
+        record("p.1", "ctx", TEAM, TaskState::Working, at(1)),
+    )
+    .await;
+    let note = |id: &str| InboxItem {
+        key: InboxKey {
+            enqueued_at: at(5),
+            message_id: id.into(),
+        },
+        sender: "agent".into(),
+        message: user_message(id, "Sub-task p.1 is COMPLETED: done"),
+    };
+    let mut done = child.record.clone();
+    done.status.state = TaskState::Completed;
+    let mut u = update(&child);
+    u.record = Some(done.clone());
+    u.events = vec![status_event(&done, "completed")];
+    let committed = store
+        .commit(vec![
+            Change::Update(Box::new(u)),
+            Change::Enqueue {
+                task_id: "p".into(),
+                item: Box::new(note("n-1")),
+            },
+        ])
+        .await
+        .expect("commit");
+    assert_eq!(committed.len(), 2);
+    assert_eq!(store.inbox("p").await.expect("inbox"), vec![note("n-1")]);
+    let p = store.get("p").await.expect("get").expect("exists");
+    assert_eq!(
+        p.version, parent.version,
+        "queueing does not touch the parent's version"
+    );
+
+    // A repeated id, a missing task, a terminal task: the commit fails, nothing is written.
+    let child = store.get("p.1").await.expect("get").expect("exists");
+    for (target, id, expect) in [
+        ("p", "n-1", "duplicate"),
+        ("nope", "n-2", "missing"),
+        ("p.1", "n-3", "self"),
+    ] {
+        let mut u = update(&child);
+        u.events = vec![status_event(&child.record, "again")];
+        let result = store
+            .commit(vec![
+                Change::Update(Box::new(u)),
+                Change::Enqueue {
+                    task_id: target.into(),
+                    item: Box::new(note(id)),
+                },
+            ])
+            .await;
+        match expect {
+            "duplicate" => assert_eq!(
+                conflict(result),
+                Conflict::DuplicateMessage {
+                    task_id: "p".into(),
+                    message_id: "n-1".into()
+                }
+            ),
+            "missing" => assert!(matches!(result, Err(StoreError::NotFound(_))), "{result:?}"),
+            // The same task changed twice in one commit.
+            _ => assert!(matches!(result, Err(StoreError::Invalid(_))), "{result:?}"),
+        }
+    }
+    let mut canceled = store.get("p").await.expect("get").expect("exists");
+    let mut rec = canceled.record.clone();
+    rec.status.state = TaskState::Canceled;
+    let mut u = update(&canceled);
+    u.record = Some(rec);
+    commit_one(&*store, u).await.expect("cancel the parent");
+    canceled = store.get("p").await.expect("get").expect("exists");
+    assert_eq!(canceled.record.state(), &TaskState::Canceled);
+    let mut u = update(&child);
+    u.events = vec![status_event(&child.record, "late")];
+    let result = store
+        .commit(vec![
+            Change::Update(Box::new(u)),
+            Change::Enqueue {
+                task_id: "p".into(),
+                item: Box::new(note("n-4")),
+            },
+        ])
+        .await;
+    assert_eq!(conflict(result), Conflict::TaskTerminal("p".into()));
+    let after = store.get("p.1").await.expect("get").expect("exists");
+    assert_eq!(
+        after.version, child.version,
+        "nothing of the failed commit was written"
+    );
+    assert_eq!(store.inbox("p").await.expect("inbox").len(), 1);
 }
 
 async fn list_ids(store: &dyn Store, who: &str, query: &ListQuery) -> (Vec<String>, String, usize) {

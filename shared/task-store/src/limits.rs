@@ -139,8 +139,10 @@ pub struct EncodedChange {
     /// (artifact id, artifact).
     pub artifacts: Vec<(String, String)>,
     pub audit: Vec<(AuditEntry, String)>,
-    /// The messages of a creation's inbox items, in order.
+    /// The messages of a creation's inbox items (or of the one queued by an `Enqueue`), in
+    /// order.
     pub inbox: Vec<String>,
+    pub transcript: Vec<String>,
 }
 
 impl EncodedChange {
@@ -151,6 +153,7 @@ impl EncodedChange {
             + self.history.iter().map(String::len).sum::<usize>()
             + self.artifacts.iter().map(|(_, a)| a.len()).sum::<usize>()
             + self.audit.iter().map(|(_, a)| a.len()).sum::<usize>()
+            + self.transcript.iter().map(String::len).sum::<usize>()
     }
 }
 
@@ -167,22 +170,45 @@ pub fn encode_changes(changes: &[Change]) -> StoreResult<Vec<EncodedChange>> {
                 change.task_id()
             )));
         }
-        let inbox: &[_] = match change {
-            Change::Create(new) => &new.inbox,
-            Change::Update(_) => &[],
-        };
-        let (record, events, history, artifacts, audit): (_, _, _, &[Artifact], _) = match change {
-            Change::Create(new) => (&new.record, &new.events, &new.history, &[], &new.audit),
+        let (record, events, history, artifacts, audit, transcript, inbox): (
+            _,
+            _,
+            _,
+            &[Artifact],
+            _,
+            &[serde_json::Value],
+            Vec<&Message>,
+        ) = match change {
+            Change::Create(new) => (
+                Some(&new.record),
+                &new.events[..],
+                &new.history[..],
+                &[],
+                &new.audit[..],
+                &[],
+                new.inbox.iter().map(|i| &i.message).collect(),
+            ),
             Change::Update(update) => (
-                update.record.as_ref().unwrap_or(&update.base.record),
-                &update.events,
-                &update.history,
-                &update.artifacts,
-                &update.audit,
+                Some(update.record.as_ref().unwrap_or(&update.base.record)),
+                &update.events[..],
+                &update.history[..],
+                &update.artifacts[..],
+                &update.audit[..],
+                &update.transcript[..],
+                Vec::new(),
+            ),
+            Change::Enqueue { item, .. } => (
+                None,
+                &[][..],
+                &[][..],
+                &[],
+                &[][..],
+                &[],
+                vec![&item.message],
             ),
         };
         encoded.push(EncodedChange {
-            task: encode_task(record)?,
+            task: record.map(encode_task).transpose()?.unwrap_or_default(),
             events: events
                 .iter()
                 .map(encode_event)
@@ -200,8 +226,12 @@ pub fn encode_changes(changes: &[Change]) -> StoreResult<Vec<EncodedChange>> {
                 .map(|e| Ok((e.clone(), to_json(e)?)))
                 .collect::<StoreResult<_>>()?,
             inbox: inbox
+                .into_iter()
+                .map(encode_message)
+                .collect::<StoreResult<_>>()?,
+            transcript: transcript
                 .iter()
-                .map(|item| encode_message(&item.message))
+                .map(|entry| document(entry, || "a transcript entry".to_owned(), &[]))
                 .collect::<StoreResult<_>>()?,
         });
     }

@@ -52,15 +52,26 @@ pub struct TaskCounters {
     pub history: u64,
     /// Artifact ids in the order they were first written.
     pub artifact_ids: Vec<String>,
+    /// Number of transcript entries (the agent's own record of its model turns).
+    #[serde(default)]
+    pub transcript: u64,
 }
 
 impl TaskCounters {
-    /// The counters after appending `events` events, `history` messages and writing these
-    /// artifacts (a new artifact id goes last; a known one keeps its place).
-    pub fn after(&self, events: usize, history: usize, artifacts: &[Artifact]) -> TaskCounters {
+    /// The counters after appending `events` events, `history` messages, `transcript`
+    /// entries and writing these artifacts (a new artifact id goes last; a known one keeps
+    /// its place).
+    pub fn after(
+        &self,
+        events: usize,
+        history: usize,
+        transcript: usize,
+        artifacts: &[Artifact],
+    ) -> TaskCounters {
         let mut next = self.clone();
         next.events += events as u64;
         next.history += history as u64;
+        next.transcript += transcript as u64;
         for artifact in artifacts {
             if !next.artifact_ids.contains(&artifact.artifact_id) {
                 next.artifact_ids.push(artifact.artifact_id.clone());
@@ -194,6 +205,9 @@ pub struct TaskUpdate {
     pub record: Option<TaskRecord>,
     pub events: Vec<StreamResponse>,
     pub history: Vec<Message>,
+    /// Entries appended to the task's transcript: the agent's record of its model turns
+    /// (opaque to the store; the agent loop writes and reads them).
+    pub transcript: Vec<serde_json::Value>,
     /// Written whole; an existing artifact with the same id is replaced in place.
     pub artifacts: Vec<Artifact>,
     pub message_ids: Vec<String>,
@@ -211,6 +225,7 @@ impl TaskUpdate {
             record: None,
             events: Vec::new(),
             history: Vec::new(),
+            transcript: Vec::new(),
             artifacts: Vec::new(),
             message_ids: Vec::new(),
             consume_inbox: Vec::new(),
@@ -235,6 +250,7 @@ impl TaskUpdate {
             counters: self.base.counters.after(
                 self.events.len(),
                 self.history.len(),
+                self.transcript.len(),
                 &self.artifacts,
             ),
         }
@@ -246,6 +262,14 @@ impl TaskUpdate {
 pub enum Change {
     Create(Box<NewTask>),
     Update(Box<TaskUpdate>),
+    /// Queues a message for another task's runner, exactly as `InboxStore::enqueue` does
+    /// (the task must exist and not be terminal; the id must be new to it), atomically with
+    /// the rest of the commit: a sub-task's note to its parent goes with the sub-task's
+    /// change of state.
+    Enqueue {
+        task_id: String,
+        item: Box<InboxItem>,
+    },
 }
 
 impl Change {
@@ -253,6 +277,7 @@ impl Change {
         match self {
             Change::Create(new) => &new.record.id,
             Change::Update(update) => update.task_id(),
+            Change::Enqueue { task_id, .. } => task_id,
         }
     }
 }
@@ -261,6 +286,7 @@ impl Change {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committed {
     pub task_id: String,
+    /// The task's new version; 0 for an `Enqueue`, which leaves the version as it was.
     pub version: u64,
     /// Sequence numbers given to the change's events, in order.
     pub event_seqs: Vec<u64>,

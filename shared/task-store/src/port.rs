@@ -22,7 +22,9 @@ pub trait TaskStore: Send + Sync {
     ///   among `allowed_states` (when given) and the actor holds `actor_role` (when given),
     ///   else `Conflict::TaskChanged`; its events get the next gapless sequence numbers; a
     ///   message id already recorded is `Conflict::DuplicateMessage`; an inbox item already
-    ///   consumed is `Conflict::InboxItemGone`.
+    ///   consumed is `Conflict::InboxItemGone`; its transcript entries get the next numbers;
+    /// - `Enqueue`: as [`InboxStore::enqueue`] (`NotFound`, `Conflict::TaskTerminal`,
+    ///   `Conflict::DuplicateMessage`), without touching the task's version.
     ///
     /// Several changes in one commit (a parent and its new child, a child and the parent's
     /// mirrored ref) stand or fall together.
@@ -44,6 +46,9 @@ pub trait TaskStore: Send + Sync {
 
     /// The artifacts, in the order they were first written.
     async fn artifacts(&self, task_id: &str) -> StoreResult<Vec<Artifact>>;
+
+    /// The transcript entries from number `from` on (0 is the first), in order.
+    async fn transcript(&self, task_id: &str, from: u64) -> StoreResult<Vec<serde_json::Value>>;
 
     /// The audit log, oldest first (by time, then message id).
     async fn audit(&self, task_id: &str) -> StoreResult<Vec<AuditEntry>>;

@@ -152,6 +152,9 @@ impl TaskStore for Tested {
     async fn artifacts(&self, task_id: &str) -> StoreResult<Vec<Artifact>> {
         self.store.artifacts(task_id).await
     }
+    async fn transcript(&self, task_id: &str, from: u64) -> StoreResult<Vec<serde_json::Value>> {
+        self.store.transcript(task_id, from).await
+    }
     async fn audit(&self, task_id: &str) -> StoreResult<Vec<AuditEntry>> {
         self.store.audit(task_id).await
     }
