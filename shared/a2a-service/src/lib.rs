@@ -10,9 +10,13 @@ pub mod listener;
 pub mod push;
 pub mod runner;
 pub mod service;
+pub mod subtasks;
 pub mod view;
 
-pub use agents::{Agent, AgentReply, ArtifactChunk, EchoAgent, TckAgent, TurnEnd};
+pub use agents::{
+    Agent, AgentReply, ArtifactChunk, EchoAgent, ModelAgent, ModelAgentConfig, TckAgent,
+    TurnContext, TurnEnd, TurnWrite,
+};
 pub use api::{A2aApi, EventStream, RequestContext};
 pub use config::ServiceConfig;
 pub use error::ServiceError;

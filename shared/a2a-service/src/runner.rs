@@ -24,7 +24,7 @@ use tracing::{debug, warn};
 use crate::agents::{Agent, AgentReply, ArtifactChunk, TurnEnd};
 use crate::config::ServiceConfig;
 use crate::listener::EventListener;
-use crate::view;
+use crate::{subtasks, view};
 
 #[derive(Clone)]
 pub struct Runner {
@@ -191,16 +191,49 @@ impl Runner {
         }
     }
 
-    /// Commits one update and returns the task as it now is (no read back).
+    /// Commits one update with the notes its change of state owes the task's parents, and
+    /// returns the task as it now is (no read back). A parent that ended meanwhile takes no
+    /// note: the commit is tried again without them.
     async fn commit(&self, update: TaskUpdate) -> Result<StoredTask, StoreError> {
+        self.commit_with(update, Vec::new()).await
+    }
+
+    /// [`commit`](Self::commit), with more changes in the same transaction (children).
+    async fn commit_with(
+        &self,
+        update: TaskUpdate,
+        more: Vec<Change>,
+    ) -> Result<StoredTask, StoreError> {
         let applied = update.applied();
+        let notes = subtasks::parent_notes(
+            Some(&update.base.record),
+            &applied.record,
+            applied.version,
+            &self.inner.config.agent_id,
+            Utc::now(),
+        );
         let has_events = !update.events.is_empty();
-        self.inner
-            .store
-            .commit(vec![Change::Update(Box::new(update))])
-            .await?;
+        let mut changes = vec![Change::Update(Box::new(update))];
+        changes.extend(more);
+        let with_notes: Vec<Change> = changes.iter().cloned().chain(notes.clone()).collect();
+        match self.inner.store.commit(with_notes).await {
+            Err(StoreError::Conflict(Conflict::TaskTerminal(_))) if !notes.is_empty() => {
+                self.inner.store.commit(changes.clone()).await?;
+            }
+            Err(err) => return Err(err),
+            Ok(_) => {
+                for note in &notes {
+                    self.kick(note.task_id());
+                }
+            }
+        }
         if has_events {
             self.appended(&applied.record.id);
+        }
+        for change in &changes {
+            if let Change::Create(new) = change {
+                self.appended(&new.record.id);
+            }
         }
         Ok(applied)
     }
@@ -239,10 +272,15 @@ impl Runner {
             accepted,
             reason: reason.to_owned(),
         };
-        // Intake again: the task may have ended, or the sender left it, since the message was queued.
+        let note =
+            subtasks::Note::of(&item.message).filter(|_| item.sender == self.inner.config.agent_id);
+        // Intake again: the task may have ended, or the sender left it, since the message was
+        // queued. A note comes from this runtime, whatever the participants.
         let refusal = if lifecycle::TERMINAL.contains(record.state()) {
             Some("the task is in a terminal state".to_owned())
-        } else if policy::authorize(&record.extension, &item.sender, Action::Send).is_err() {
+        } else if note.is_none()
+            && policy::authorize(&record.extension, &item.sender, Action::Send).is_err()
+        {
             Some("not a participant".to_owned())
         } else {
             None
@@ -253,6 +291,12 @@ impl Runner {
             update.audit = vec![audit(false, &reason)];
             debug!(task_id = %record.id, message_id = %item.key.message_id, %reason, "queued message refused");
             return self.commit(update).await.map(drop);
+        }
+        if let Some(note) = note {
+            return self.take_note(stored, item, &note).await;
+        }
+        if record.agent.awaiting_participant.as_deref() == Some(item.sender.as_str()) {
+            return self.assignee_replied(stored, item).await;
         }
 
         let answers = record
@@ -275,13 +319,15 @@ impl Runner {
         };
         let mid = item.key.message_id.as_str();
 
-        if !accepted.runs_agent {
+        if !accepted.runs_agent || record.agent.awaiting_participant.is_some() {
             // Recorded while the task waits for someone else's answer.
             let waiting_for = record
                 .agent
                 .pending_help
                 .as_ref()
-                .map_or("the asked participant", |h| &h.participant_id);
+                .map(|h| h.participant_id.as_str())
+                .or(record.agent.awaiting_participant.as_deref())
+                .unwrap_or("the asked participant");
             let text = format!("message recorded; the task waits for {waiting_for} to answer");
             let mut update = TaskUpdate::new(stored.clone());
             update.allowed_states = accepted.from.to_vec();
@@ -297,11 +343,28 @@ impl Runner {
             return self.commit(update).await.map(drop);
         }
 
+        let input = agent_input(item, record.agent.pending_help.as_ref().filter(|_| answers));
+        self.run_agent(stored, item, &accepted, answers, input)
+            .await
+    }
+
+    /// Moves the task to WORKING (if it is not) and runs the agent on `input`, then commits
+    /// the run's outcome with the lifecycle rule.
+    async fn run_agent(
+        &self,
+        stored: &StoredTask,
+        item: &InboxItem,
+        accepted: &lifecycle::Transition,
+        answers: bool,
+        input: String,
+    ) -> Result<(), StoreError> {
+        let record = &stored.record;
+        let mid = item.key.message_id.as_str();
         // The task works on it; the message stays queued until its outcome is committed.
         let mut working = stored.clone();
-        if accepted.changes(record.state(), record.sub_state) {
+        if accepted.changes(record.state(), record.sub_state) || answers {
             let mut next = record.clone();
-            next.status = view::status(TaskState::Working, None, now);
+            next.status = view::status(TaskState::Working, None, Utc::now());
             next.sub_state = None;
             if answers {
                 next.agent.pending_help = None;
@@ -313,25 +376,47 @@ impl Runner {
             working = self.commit(update).await?;
         }
 
-        let input = agent_input(item, record.agent.pending_help.as_ref().filter(|_| answers));
-        let reply = self
-            .inner
-            .agent
-            .respond(&working, &item.message, &input)
-            .await;
+        let mut turn = TurnContext {
+            runner: self,
+            task: working,
+            item,
+            input,
+        };
+        let reply = self.inner.agent.run(&mut turn).await?;
+        let latest = turn.task;
+        self.record_outcome(latest, item, reply).await
+    }
 
-        // Record the outcome on the task as it is now: as the turn began, unless someone
-        // changed it meanwhile (then the commit's version check fails and we read it again).
-        let mut latest = Some(working);
+    /// Commits the outcome of a run: the message and the reply in the history, the next
+    /// state by the lifecycle rule, the reply's artifacts and transcript entries.
+    async fn record_outcome(
+        &self,
+        latest: StoredTask,
+        item: &InboxItem,
+        reply: AgentReply,
+    ) -> Result<(), StoreError> {
+        let task_id = latest.record.id.clone();
+        let mid = item.key.message_id.as_str();
+        let audit = |accepted: bool, reason: &str| AuditEntry {
+            at: Utc::now(),
+            message_id: item.key.message_id.clone(),
+            participant_id: Some(item.sender.clone()),
+            accepted,
+            reason: reason.to_owned(),
+        };
+        // On the task as the run left it: unless someone changed it meanwhile (then the
+        // commit's version check fails and we read it again).
+        let mut fresh = Some(latest);
         for _ in 0..MAX_RETRIES {
-            let current = match latest.take() {
+            let current = match fresh.take() {
                 Some(task) => task,
-                None => self.read(&record.id).await?,
+                None => self.read(&task_id).await?,
             };
             if lifecycle::TERMINAL.contains(current.record.state()) {
                 let mut update = TaskUpdate::new(current.clone());
                 update.consume_inbox = vec![item.key.clone()];
                 update.history = vec![item.message.clone()];
+                update.transcript = reply.transcript.clone();
                 let reason = format!(
                     "the task became {} during the turn",
                     lifecycle::short_state_name(current.record.state())
@@ -344,11 +429,15 @@ impl Runner {
                 TurnEnd::Lifecycle => {
                     LifecycleEvent::TurnEnded(TurnSummary::of(extension, false, false))
                 }
+                TurnEnd::AwaitAnswer(_) => {
+                    LifecycleEvent::TurnEnded(TurnSummary::of(extension, true, true))
+                }
                 TurnEnd::Complete => LifecycleEvent::AgentCompleted {
                     unresolved_sub_tasks: extension.unresolved_sub_tasks().next().is_some(),
                 },
                 TurnEnd::Reject => LifecycleEvent::Reject,
                 TurnEnd::Fail(_) => LifecycleEvent::RunFailed,
+                TurnEnd::TurnLimit => LifecycleEvent::TurnLimitReached,
             };
             let lifecycle = extension.effective_lifecycle();
             let transition = match lifecycle::next(
@@ -359,27 +448,30 @@ impl Runner {
             ) {
                 Ok(t) => t,
                 Err(err) => {
-                    warn!(task_id = %record.id, error = %err, "turn outcome does not fit the task's state");
-                    return Err(StoreError::Conflict(Conflict::TaskChanged(
-                        record.id.clone(),
-                    )));
+                    warn!(task_id, error = %err, "turn outcome does not fit the task's state");
+                    return Err(StoreError::Conflict(Conflict::TaskChanged(task_id)));
                 }
             };
             let now = Utc::now();
-            let text = match &reply.end {
-                TurnEnd::Fail(reason) => reason.clone(),
-                _ => reply.text.clone(),
-            };
-            let message = view::agent_message(&current.record, text);
             let mut next = current.record.clone();
+            let message = match &reply.end {
+                TurnEnd::AwaitAnswer(help) => {
+                    next.agent.pending_help = Some(help.clone());
+                    help.status_message(&next.id, &next.context_id, &self.inner.config.agent_id)
+                }
+                TurnEnd::Fail(reason) => view::agent_message(&current.record, reason.clone()),
+                TurnEnd::TurnLimit => view::agent_message(&current.record, "turn limit reached"),
+                _ => view::agent_message(&current.record, reply.text.clone()),
+            };
             next.status = view::status(transition.to.clone(), Some(view::bounded(&message)), now);
             next.sub_state = transition.sub_state;
             let mut update = TaskUpdate::new(current.clone());
             update.allowed_states = transition.from.to_vec();
             update.consume_inbox = vec![item.key.clone()];
             update.history = vec![item.message.clone(), message.clone()];
+            update.transcript = reply.transcript.clone();
             if !reply.artifacts.is_empty() {
-                let stored = self.inner.store.artifacts(&record.id).await?;
+                let stored = self.inner.store.artifacts(&task_id).await?;
                 update.artifacts = merge_artifacts(&stored, &reply.artifacts);
                 update.events = artifact_events(&current.record, &reply);
             }
@@ -399,8 +491,245 @@ impl Runner {
                 other => return other.map(drop),
             }
         }
+        Err(StoreError::Conflict(Conflict::TaskChanged(task_id)))
+    }
+
+    /// A sub-task's note: the child's state mirrored into this task's `TaskRef`, and, when
+    /// the child ended or waits, the agent told (the note resumes the run by the lifecycle
+    /// rule).
+    async fn take_note(
+        &self,
+        stored: &StoredTask,
+        item: &InboxItem,
+        note: &subtasks::Note,
+    ) -> Result<(), StoreError> {
+        let record = &stored.record;
+        let mut next = record.clone();
+        lifecycle::mirror_sub_task(
+            &mut next.extension,
+            &note.task_id,
+            &note.state,
+            note.sub_state,
+        );
+        let audit = AuditEntry {
+            at: Utc::now(),
+            message_id: item.key.message_id.clone(),
+            participant_id: Some(item.sender.clone()),
+            accepted: true,
+            reason: format!(
+                "sub-task {} is {}",
+                note.task_id,
+                lifecycle::short_state_name(&note.state)
+            ),
+        };
+        let lifecycle = record.extension.effective_lifecycle();
+        let transition = if note.wake {
+            lifecycle::next(
+                record.state(),
+                record.sub_state,
+                lifecycle,
+                LifecycleEvent::SubtaskChanged,
+            )
+            .ok()
+        } else {
+            None
+        };
+        match transition {
+            Some(t) if t.runs_agent => {
+                // The mirror goes with the move to WORKING; the note is what the agent reads.
+                let mut mirrored = stored.clone();
+                if next != *record {
+                    let mut update = TaskUpdate::new(stored.clone());
+                    update.record = Some(next);
+                    mirrored = self.commit(update).await?;
+                }
+                let input = agent_input(item, None);
+                self.run_agent(&mirrored, item, &t, false, input).await
+            }
+            _ => {
+                let mut update = TaskUpdate::new(stored.clone());
+                update.consume_inbox = vec![item.key.clone()];
+                if note.wake {
+                    update.history = vec![item.message.clone()];
+                }
+                update.audit = vec![audit];
+                if next != *record {
+                    update.record = Some(next);
+                }
+                self.commit(update).await.map(drop)
+            }
+        }
+    }
+
+    /// The assignee of a participant's task answered: the task is done, with the answer as
+    /// its status message.
+    async fn assignee_replied(
+        &self,
+        stored: &StoredTask,
+        item: &InboxItem,
+    ) -> Result<(), StoreError> {
+        let record = &stored.record;
+        let audit = AuditEntry {
+            at: Utc::now(),
+            message_id: item.key.message_id.clone(),
+            participant_id: Some(item.sender.clone()),
+            accepted: true,
+            reason: "the assignee answered".to_owned(),
+        };
+        let mut update = TaskUpdate::new(stored.clone());
+        update.consume_inbox = vec![item.key.clone()];
+        update.history = vec![item.message.clone()];
+        update.audit = vec![audit];
+        match lifecycle::next(
+            record.state(),
+            record.sub_state,
+            record.extension.effective_lifecycle(),
+            LifecycleEvent::AssigneeReplied,
+        ) {
+            Ok(transition) => {
+                let mut next = record.clone();
+                let text = message_text(&item.message, &item.sender);
+                let mut answer = view::agent_message(record, text);
+                answer.role = a2a::Role::User;
+                next.status = view::status(transition.to, Some(view::bounded(&answer)), Utc::now());
+                next.sub_state = transition.sub_state;
+                next.agent.awaiting_participant = None;
+                update.allowed_states = transition.from.to_vec();
+                update.events = vec![view::status_update(&next, Some(&item.key.message_id))];
+                update.record = Some(next);
+            }
+            Err(err) => {
+                debug!(task_id = %record.id, error = %err, "the assignee's message came at a state that completes nothing");
+            }
+        }
+        self.commit(update).await.map(drop)
+    }
+}
+
+/// What an agent's run works with: the task (WORKING, as last committed), the message it
+/// runs on, what it reads of it, and [`commit_turn`](Self::commit_turn) for its turns.
+pub struct TurnContext<'a> {
+    runner: &'a Runner,
+    task: StoredTask,
+    item: &'a InboxItem,
+    input: String,
+}
+
+/// What one turn of an agent writes.
+#[derive(Debug, Clone, Default)]
+pub struct TurnWrite {
+    /// The task after the turn (extension, agent state); `None` keeps it.
+    pub record: Option<task_store::TaskRecord>,
+    pub transcript: Vec<serde_json::Value>,
+    /// Artifacts written whole, each with its artifact update event.
+    pub artifacts: Vec<Artifact>,
+    /// Children to create in the same commit (`spawn_subtask`, `create_task_for_participant`).
+    pub children: Vec<task_core::tools::ChildTask>,
+    /// The actor must still hold this role (a role change).
+    pub actor_role: Option<(String, task_core::extension::Role)>,
+}
+
+impl TurnContext<'_> {
+    pub fn task(&self) -> &StoredTask {
+        &self.task
+    }
+
+    pub fn message(&self) -> &Message {
+        &self.item.message
+    }
+
+    /// The participant whose message drives this run.
+    pub fn sender(&self) -> &str {
+        &self.item.sender
+    }
+
+    /// What the agent reads of the message.
+    pub fn input(&self) -> &str {
+        &self.input
+    }
+
+    pub fn store(&self) -> &dyn Store {
+        &*self.runner.inner.store
+    }
+
+    pub fn config(&self) -> &ServiceConfig {
+        &self.runner.inner.config
+    }
+
+    /// Commits one turn, built by `build` from the task as it is; if the task changed
+    /// meanwhile it is read again and `build` runs again on the fresh copy (so a turn's pure
+    /// effects always apply to the current task). Returns false, writing nothing, once the
+    /// task is no longer WORKING (canceled, say): the run should end.
+    pub async fn commit_turn(
+        &mut self,
+        mut build: impl FnMut(&StoredTask) -> TurnWrite + Send,
+    ) -> Result<bool, StoreError> {
+        for _ in 0..MAX_RETRIES {
+            if *self.task.record.state() != TaskState::Working {
+                return Ok(false);
+            }
+            let write = build(&self.task);
+            let now = Utc::now();
+            let mut update = TaskUpdate::new(self.task.clone());
+            update.allowed_states = vec![TaskState::Working];
+            update.actor_role.clone_from(&write.actor_role);
+            update.transcript = write.transcript;
+            let record = write
+                .record
+                .clone()
+                .unwrap_or_else(|| self.task.record.clone());
+            for artifact in &write.artifacts {
+                update
+                    .events
+                    .push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                        task_id: record.id.clone(),
+                        context_id: record.context_id.clone(),
+                        artifact: artifact.clone(),
+                        append: None,
+                        last_chunk: None,
+                        metadata: None,
+                    }));
+            }
+            update.artifacts = write.artifacts;
+            update.record = write.record;
+            let mut leases = Vec::new();
+            let children: Vec<Change> = write
+                .children
+                .iter()
+                .map(|child| {
+                    let lease = match child.kind {
+                        task_core::tools::ChildKind::Agent { .. } => {
+                            let lease = self.runner.new_lease(&child.id);
+                            leases.push(lease.clone());
+                            Some(lease)
+                        }
+                        task_core::tools::ChildKind::Participant { .. } => None,
+                    };
+                    Change::Create(Box::new(subtasks::child_task(
+                        &record,
+                        child,
+                        &self.runner.inner.config.agent_id,
+                        lease,
+                        now,
+                    )))
+                })
+                .collect();
+            match self.runner.commit_with(update, children).await {
+                Ok(applied) => {
+                    self.task = applied;
+                    for lease in leases {
+                        self.runner.kick_leased(lease);
+                    }
+                    return Ok(true);
+                }
+                Err(StoreError::Conflict(Conflict::TaskChanged(_))) => {
+                    self.task = self.runner.read(&self.task.record.id).await?;
+                }
+                Err(err) => return Err(err),
+            }
+        }
         Err(StoreError::Conflict(Conflict::TaskChanged(
-            record.id.clone(),
+            self.task.record.id.clone(),
         )))
     }
 }

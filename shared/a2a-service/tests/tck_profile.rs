@@ -14,14 +14,14 @@ use a2a::{
 use a2a_service::view::IN_REPLY_TO_KEY;
 use a2a_service::{
     A2aApi, Agent, AgentReply, ArtifactChunk, RequestContext, Service, ServiceConfig, ServiceError,
-    TckAgent,
+    TckAgent, TurnContext,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::json;
 use store_embedded::EmbeddedStore;
 use task_core::extension::TaskRef;
-use task_store::{Change, Store, StoredTask, TaskUpdate};
+use task_store::{Change, Store, StoreError, TaskUpdate};
 
 struct Fixture {
     service: Service,
@@ -293,7 +293,8 @@ struct Appender;
 
 #[async_trait]
 impl Agent for Appender {
-    async fn respond(&self, _task: &StoredTask, _message: &Message, input: &str) -> AgentReply {
+    async fn run(&self, turn: &mut TurnContext<'_>) -> Result<AgentReply, StoreError> {
+        let input = turn.input();
         let artifact = |id: &str, text: &str| Artifact {
             artifact_id: id.into(),
             name: None,
@@ -303,7 +304,7 @@ impl Agent for Appender {
             extensions: None,
         };
         let reply = AgentReply::text(input);
-        match input {
+        Ok(match input {
             "first" => reply
                 .with_artifact(ArtifactChunk::whole(artifact("log", "line 1")))
                 .with_artifact(ArtifactChunk::whole(artifact("summary", "draft"))),
@@ -319,7 +320,7 @@ impl Agent for Appender {
                     append: true,
                     last_chunk: true,
                 }),
-        }
+        })
     }
 }
 
@@ -377,15 +378,17 @@ struct Failing;
 
 #[async_trait]
 impl Agent for Failing {
-    async fn respond(&self, _task: &StoredTask, _message: &Message, _input: &str) -> AgentReply {
-        AgentReply::fail("model unavailable").with_artifact(ArtifactChunk::whole(Artifact {
-            artifact_id: "partial".into(),
-            name: None,
-            description: None,
-            parts: vec![Part::text("half done")],
-            metadata: None,
-            extensions: None,
-        }))
+    async fn run(&self, _turn: &mut TurnContext<'_>) -> Result<AgentReply, StoreError> {
+        Ok(
+            AgentReply::fail("model unavailable").with_artifact(ArtifactChunk::whole(Artifact {
+                artifact_id: "partial".into(),
+                name: None,
+                description: None,
+                parts: vec![Part::text("half done")],
+                metadata: None,
+                extensions: None,
+            })),
+        )
     }
 }
 

@@ -29,6 +29,9 @@ pub struct AgentState {
     /// Set on a task made by `create_task_for_participant`: the participant whose first
     /// accepted message completes it. Such a task runs no agent.
     pub awaiting_participant: Option<String>,
+    /// Set on a sub-task delegated to a registered remote A2A agent: its runner relays the
+    /// goal to that agent and the remote task's states back.
+    pub remote_agent: Option<String>,
 }
 
 /// An open `ask_participant` request.

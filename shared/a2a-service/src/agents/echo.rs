@@ -1,8 +1,7 @@
-use a2a::Message;
 use async_trait::async_trait;
-use task_store::StoredTask;
+use task_store::StoreError;
 
-use super::{Agent, AgentReply};
+use super::{Agent, AgentReply, TurnContext};
 
 /// Answers with the text it got and leaves the outcome to the lifecycle rule, so every path
 /// runs with no model at all.
@@ -10,7 +9,7 @@ pub struct EchoAgent;
 
 #[async_trait]
 impl Agent for EchoAgent {
-    async fn respond(&self, _task: &StoredTask, _message: &Message, input: &str) -> AgentReply {
-        AgentReply::text(input)
+    async fn run(&self, turn: &mut TurnContext<'_>) -> Result<AgentReply, StoreError> {
+        Ok(AgentReply::text(turn.input()))
     }
 }

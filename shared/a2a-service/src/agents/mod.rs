@@ -1,15 +1,22 @@
-//! The agent port (what runs a turn) and the offline agents behind it: `echo` (the local
-//! default) and `tck` (the A2A TCK's scenarios, driven by the message id).
+//! The agent port (what runs on an accepted message) and the agents behind it: the model
+//! agent (the tool loop over the configured model providers, `model`), `echo` (answers with
+//! the text it got, for tests) and `tck` (the A2A TCK's scenarios, driven by the message id).
 
 mod echo;
+mod model;
 mod tck;
 
 use a2a::{Artifact, Message};
 use async_trait::async_trait;
-use task_store::StoredTask;
+use serde_json::Value;
+use task_core::task::HelpRequest;
+use task_store::StoreError;
 
 pub use echo::EchoAgent;
+pub use model::{ModelAgent, ModelAgentConfig};
 pub use tck::TckAgent;
+
+pub use crate::runner::{TurnContext, TurnWrite};
 
 /// How an agent's turn ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +30,11 @@ pub enum TurnEnd {
     Reject,
     /// The run failed: FAILED, the reason as the status message.
     Fail(String),
+    /// The run reached its turn limit: FAILED with "turn limit reached".
+    TurnLimit,
+    /// The run asked a participant (`ask_participant`): INPUT_REQUIRED with the request as
+    /// the status message, until the asked participant answers.
+    AwaitAnswer(HelpRequest),
 }
 
 /// One artifact (or one chunk of it) produced by a turn.
@@ -47,13 +59,16 @@ impl ArtifactChunk {
     }
 }
 
-/// What a turn produced: the agent's message (the status message of the turn's final
-/// status), artifacts in the order they were produced, and how the turn ends.
+/// What a run produced: the agent's message (the status message of the run's final
+/// status), artifacts in the order they were produced, how the run ends, and the transcript
+/// entries to write with the outcome.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentReply {
     pub text: String,
     pub artifacts: Vec<ArtifactChunk>,
     pub end: TurnEnd,
+    /// Transcript entries written with the run's outcome (the model's last turn).
+    pub transcript: Vec<Value>,
 }
 
 impl AgentReply {
@@ -63,6 +78,7 @@ impl AgentReply {
             text: text.into(),
             artifacts: Vec::new(),
             end: TurnEnd::Lifecycle,
+            transcript: Vec::new(),
         }
     }
 
@@ -73,7 +89,13 @@ impl AgentReply {
             text: reason.clone(),
             artifacts: Vec::new(),
             end: TurnEnd::Fail(reason),
+            transcript: Vec::new(),
         }
+    }
+
+    pub fn with_transcript(mut self, entries: Vec<Value>) -> Self {
+        self.transcript = entries;
+        self
     }
 
     pub fn ending(mut self, end: TurnEnd) -> Self {
@@ -87,13 +109,13 @@ impl AgentReply {
     }
 }
 
-/// The agent behind the tasks. The agent runtime brings model providers and the tool loop;
-/// until then the service runs an offline agent.
+/// The agent behind the tasks.
 #[async_trait]
 pub trait Agent: Send + Sync {
-    /// One turn on `task`: `message` is the accepted message being processed (with the task's
-    /// id and context), `input` what the agent reads of it (see `runner::agent_input`).
-    async fn respond(&self, task: &StoredTask, message: &Message, input: &str) -> AgentReply;
+    /// Runs on one accepted message: `turn` gives the task (WORKING), the message, what the
+    /// agent reads of it, and a way to commit intermediate turns (each a conditional write);
+    /// the reply is committed by the runner as the run's outcome.
+    async fn run(&self, turn: &mut TurnContext<'_>) -> Result<AgentReply, StoreError>;
 
     /// A direct answer to a message that would start a new task: the text of an agent
     /// Message sent back instead of a task, and nothing is stored. `None` (the default): the

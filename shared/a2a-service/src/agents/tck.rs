@@ -8,9 +8,9 @@ use std::time::Duration;
 use a2a::{Artifact, Message, Part};
 use async_trait::async_trait;
 use serde_json::json;
-use task_store::StoredTask;
+use task_store::StoreError;
 
-use super::{Agent, AgentReply, ArtifactChunk, TurnEnd};
+use super::{Agent, AgentReply, ArtifactChunk, TurnContext, TurnEnd};
 
 /// What a scenario does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +133,18 @@ const DIRECT_RESPONSE: &str = "Direct message response";
 
 #[async_trait]
 impl Agent for TckAgent {
-    async fn respond(&self, _task: &StoredTask, message: &Message, input: &str) -> AgentReply {
+    async fn run(&self, turn: &mut TurnContext<'_>) -> Result<AgentReply, StoreError> {
+        Ok(self.respond(turn.message(), turn.input()).await)
+    }
+
+    fn direct_reply(&self, message: &Message) -> Option<String> {
+        (scenario(&message.message_id) == Some(Scenario::MessageResponse))
+            .then(|| DIRECT_RESPONSE.to_owned())
+    }
+}
+
+impl TckAgent {
+    async fn respond(&self, message: &Message, input: &str) -> AgentReply {
         let Some(scenario) = scenario(&message.message_id) else {
             return completed(input);
         };
@@ -178,11 +189,6 @@ impl Agent for TckAgent {
                 completed("Long-running task completed")
             }
         }
-    }
-
-    fn direct_reply(&self, message: &Message) -> Option<String> {
-        (scenario(&message.message_id) == Some(Scenario::MessageResponse))
-            .then(|| DIRECT_RESPONSE.to_owned())
     }
 }
 
