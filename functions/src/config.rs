@@ -15,10 +15,12 @@ pub enum AuthMode {
     Authorizer,
 }
 
-/// The agent behind the tasks (until the agent runtime arrives, the offline ones).
+/// The agent behind the tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AgentProfile {
-    Echo,
+    /// The model agent over the catalog's models.
+    Model,
+    /// The A2A TCK's message-id scenarios.
     Tck,
 }
 
@@ -45,7 +47,7 @@ pub struct FunctionConfig {
     pub allow_private_webhooks: bool,
     /// `AGENT_ID`: the agent's participant id (default `tiny-harness`).
     pub agent_id: Option<String>,
-    /// `AGENT_PROFILE`: `echo` (default) or `tck`.
+    /// `AGENT_PROFILE`: `model` (default) or `tck`.
     pub agent_profile: AgentProfile,
     /// `MODEL_CATALOG`: the catalog as JSON text (default: the `echo` model only).
     pub catalog: ModelCatalog,
@@ -102,12 +104,12 @@ impl FunctionConfig {
             }
         };
         let agent_profile = match lookup("AGENT_PROFILE").as_deref() {
-            None | Some("echo") => AgentProfile::Echo,
+            None | Some("model") => AgentProfile::Model,
             Some("tck") => AgentProfile::Tck,
             Some(other) => {
                 return Err(invalid(
                     "AGENT_PROFILE",
-                    format!("{other:?} is neither `echo` nor `tck`"),
+                    format!("{other:?} is neither `model` nor `tck`"),
                 ));
             }
         };
@@ -153,7 +155,7 @@ mod tests {
         let c =
             read(&[("TABLE_NAME", "tasks"), ("BASE_URL", "https://api.example")]).expect("valid");
         assert_eq!(c.auth, AuthMode::None);
-        assert_eq!(c.agent_profile, AgentProfile::Echo);
+        assert_eq!(c.agent_profile, AgentProfile::Model);
         assert!(!c.allow_private_webhooks);
         assert_eq!(c.default_participant, None);
         assert_eq!(c.catalog.default_model().id, "echo");

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use a2a_service::{Agent, EchoAgent, ServiceConfig, TckAgent};
+use a2a_service::{Agent, ModelAgent, ModelAgentConfig, ServiceConfig, TckAgent};
 
 use crate::config::{AgentProfile, FunctionConfig};
 
@@ -25,7 +25,9 @@ pub fn service_config(config: &FunctionConfig) -> ServiceConfig {
 
 pub fn agent(config: &FunctionConfig) -> Arc<dyn Agent> {
     match config.agent_profile {
-        AgentProfile::Echo => Arc::new(EchoAgent),
+        AgentProfile::Model => Arc::new(ModelAgent::new(ModelAgentConfig::for_catalog(
+            config.catalog.clone(),
+        ))),
         AgentProfile::Tck => Arc::new(TckAgent::new()),
     }
 }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use a2a_http::{Body, Caller, HttpConfig};
 use a2a_service::push::{PushDispatcher, PushOptions, PushSender, WebhookPolicy};
-use a2a_service::{Agent, EchoAgent, EventListener, Service, ServiceConfig, TckAgent};
+use a2a_service::{
+    Agent, EventListener, ModelAgent, ModelAgentConfig, Service, ServiceConfig, TckAgent,
+};
 use anyhow::Context;
 use axum::extract::{Request, State};
 use axum::response::Response;
@@ -18,6 +20,7 @@ use http_body_util::BodyExt;
 use store_dynamodb::DynamoDbStore;
 use store_embedded::EmbeddedStore;
 use task_core::commands::ModelCatalog;
+use task_core::skills::SkillLibrary;
 use task_store::Store;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -36,22 +39,14 @@ pub enum StoreKind {
     Dynamodb,
 }
 
-/// The offline agent that answers messages.
+/// The agent that works on the tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AgentProfile {
-    /// Answers with the text it got; the lifecycle rule decides how each turn ends.
-    Echo,
+    /// The model agent: the tool loop over the catalog's models (the offline `echo` model
+    /// by default, which answers with the text it got).
+    Model,
     /// The A2A TCK's scenarios, chosen by the message id prefix (for conformance runs).
     Tck,
-}
-
-impl AgentProfile {
-    fn agent(self) -> Arc<dyn Agent> {
-        match self {
-            AgentProfile::Echo => Arc::new(EchoAgent),
-            AgentProfile::Tck => Arc::new(TckAgent::new()),
-        }
-    }
 }
 
 /// The service on one machine.
@@ -86,8 +81,25 @@ pub struct Options {
     #[arg(long, env = "TH_AGENT_ID", default_value = "tiny-harness")]
     pub agent_id: String,
     /// The agent behind the tasks.
-    #[arg(long, env = "TH_AGENT_PROFILE", value_enum, default_value = "echo")]
+    #[arg(long, env = "TH_AGENT_PROFILE", value_enum, default_value = "model")]
     pub agent_profile: AgentProfile,
+    /// The skills shipped with the service (a directory per skill, each with a SKILL.md).
+    #[arg(long, env = "TH_SKILLS_DIR", default_value = "./skills")]
+    pub skills_dir: PathBuf,
+    /// Model calls one run of the agent may make before the task fails.
+    #[arg(long, env = "TH_MAX_TURNS", default_value_t = 50)]
+    pub max_turns: usize,
+    /// A remote A2A agent `spawn_subtask` may delegate to: `ID=URL` of its agent card or
+    /// base URL (repeatable).
+    #[arg(long = "remote-agent", env = "TH_REMOTE_AGENTS", value_delimiter = ',')]
+    pub remote_agents: Vec<String>,
+    /// The lifetime of a runner's lease: how long a task whose runner died waits before
+    /// another takes it over.
+    #[arg(long, env = "TH_LEASE_TTL_SECS", default_value_t = 30)]
+    pub lease_ttl_secs: u64,
+    /// How often the sweeper looks for expired leases (tasks whose runner died).
+    #[arg(long, env = "TH_SWEEP_INTERVAL_SECS", default_value_t = 10)]
+    pub sweep_interval_secs: u64,
     /// The model catalog (JSON: `default_model` and `models[]`, see README); default: the
     /// offline `echo` model only.
     #[arg(long, env = "TH_MODEL_CATALOG")]
@@ -99,11 +111,42 @@ pub struct Server {
     serve: JoinHandle<()>,
     shutdown: tokio::sync::watch::Sender<bool>,
     push: Arc<PushDispatcher>,
+    sweeper: JoinHandle<()>,
 }
 
 struct App {
     service: Service,
     http: HttpConfig,
+}
+
+/// `ID=URL` pairs of the remote agents.
+fn remote_agents(pairs: &[String]) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    pairs
+        .iter()
+        .map(|pair| {
+            let (id, url) = pair
+                .split_once('=')
+                .filter(|(id, url)| !id.is_empty() && url.starts_with("http"))
+                .with_context(|| format!("--remote-agent {pair:?} is not ID=http(s)://…"))?;
+            Ok((id.to_owned(), url.trim_end_matches('/').to_owned()))
+        })
+        .collect()
+}
+
+/// The skills directory, or none (logged) when it is missing or unreadable.
+fn load_skills(dir: &std::path::Path) -> SkillLibrary {
+    match SkillLibrary::load_dir(dir) {
+        Ok((library, skipped)) => {
+            for skip in skipped {
+                tracing::warn!(skill = ?skip, "a skill was not loaded");
+            }
+            library
+        }
+        Err(err) => {
+            tracing::info!(dir = %dir.display(), error = %err, "no skills loaded");
+            SkillLibrary::empty()
+        }
+    }
 }
 
 fn load_catalog(path: &std::path::Path) -> anyhow::Result<ModelCatalog> {
@@ -173,14 +216,35 @@ impl Server {
         config.agent_id = options.agent_id.clone();
         config.default_participant = options.default_participant.clone();
         config.allow_private_webhooks = options.allow_private_webhooks;
-        config.catalog = catalog;
+        config.catalog = catalog.clone();
+        config.lease_ttl = Duration::from_secs(options.lease_ttl_secs.max(1));
+        config.remote_agents = remote_agents(&options.remote_agents)?;
+        let agent: Arc<dyn Agent> = match options.agent_profile {
+            AgentProfile::Tck => Arc::new(TckAgent::new()),
+            AgentProfile::Model => {
+                let mut setup = ModelAgentConfig::for_catalog(catalog);
+                setup.skills = Arc::new(load_skills(&options.skills_dir));
+                setup.remote_agents = config.remote_agents.keys().cloned().collect();
+                setup.max_turns = options.max_turns;
+                Arc::new(ModelAgent::new(setup))
+            }
+        };
         let listener_hook: Arc<dyn EventListener> = push.clone();
-        let service = Service::new(
-            store,
-            config,
-            options.agent_profile.agent(),
-            Some(listener_hook),
-        );
+        let service = Service::new(store, config, agent, Some(listener_hook));
+        // The sweeper: tasks whose runner died (an expired lease) are run again.
+        let sweeper = {
+            let runner = service.runner().clone();
+            let every = Duration::from_secs(options.sweep_interval_secs.max(1));
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
+                    if let Err(err) = runner.sweep().await {
+                        tracing::warn!(error = %err, "the sweeper could not list expired leases");
+                    }
+                }
+            })
+        };
         let app = Arc::new(App {
             service,
             http: HttpConfig::default(),
@@ -205,6 +269,7 @@ impl Server {
             serve,
             shutdown,
             push,
+            sweeper,
         })
     }
 
@@ -214,6 +279,7 @@ impl Server {
 
     /// Stops accepting, lets open requests finish (bounded), drains push deliveries.
     pub async fn shutdown(self) {
+        self.sweeper.abort();
         let _ = self.shutdown.send(true);
         let _ = tokio::time::timeout(Duration::from_secs(10), self.serve).await;
         self.push.shutdown(Duration::from_secs(5)).await;

@@ -114,6 +114,39 @@ impl Runner {
         }
     }
 
+    /// The task's lease, if nobody holds it: the caller then runs the task with
+    /// [`kick_leased`](Self::kick_leased) (or gives it back).
+    pub async fn try_lease(&self, task_id: &str) -> Result<Option<Lease>, StoreError> {
+        match self
+            .inner
+            .store
+            .acquire(task_id, &self.owner(), Utc::now(), self.ttl())
+            .await
+        {
+            Ok(lease) => Ok(Some(lease)),
+            Err(StoreError::Conflict(Conflict::LeaseHeld { .. })) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Gives a lease back unused (best effort: it expires anyway).
+    pub async fn give_back(&self, lease: &Lease) {
+        if let Err(err) = self.inner.store.release(lease).await {
+            debug!(task_id = %lease.task_id, error = %err, "lease not given back; it will expire");
+        }
+    }
+
+    /// Runs again the tasks whose runner died: every lease that expired before now is taken
+    /// over and its task's inbox drained. Returns the tasks taken over.
+    pub async fn sweep(&self) -> Result<Vec<String>, StoreError> {
+        let expired = self.inner.store.expired_leases(Utc::now(), 100).await?;
+        for task_id in &expired {
+            tracing::info!(task_id, "a runner's lease expired; running the task again");
+            self.kick(task_id);
+        }
+        Ok(expired)
+    }
+
     /// Runs the task in the background (if nobody else runs it).
     pub fn kick(&self, task_id: &str) {
         let runner = self.clone();
@@ -205,35 +238,26 @@ impl Runner {
         more: Vec<Change>,
     ) -> Result<StoredTask, StoreError> {
         let applied = update.applied();
-        let notes = subtasks::parent_notes(
-            Some(&update.base.record),
-            &applied.record,
-            applied.version,
-            &self.inner.config.agent_id,
-            Utc::now(),
-        );
         let has_events = !update.events.is_empty();
         let mut changes = vec![Change::Update(Box::new(update))];
         changes.extend(more);
-        let with_notes: Vec<Change> = changes.iter().cloned().chain(notes.clone()).collect();
-        match self.inner.store.commit(with_notes).await {
-            Err(StoreError::Conflict(Conflict::TaskTerminal(_))) if !notes.is_empty() => {
-                self.inner.store.commit(changes.clone()).await?;
-            }
-            Err(err) => return Err(err),
-            Ok(_) => {
-                for note in &notes {
-                    self.kick(note.task_id());
-                }
-            }
-        }
+        let created: Vec<String> = changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Create(new) => Some(new.record.id.clone()),
+                _ => None,
+            })
+            .collect();
+        let noted =
+            subtasks::commit(&*self.inner.store, changes, &self.inner.config.agent_id).await?;
         if has_events {
             self.appended(&applied.record.id);
         }
-        for change in &changes {
-            if let Change::Create(new) = change {
-                self.appended(&new.record.id);
-            }
+        for task_id in created {
+            self.appended(&task_id);
+        }
+        for parent in noted {
+            self.kick(&parent);
         }
         Ok(applied)
     }

@@ -41,7 +41,7 @@ use crate::identity;
 use crate::listener::{EventListener, Wakeup};
 use crate::push::{WebhookPolicy, check_webhook_url};
 use crate::runner::Runner;
-use crate::view;
+use crate::{subtasks, view};
 
 /// How many times a request re-reads a task whose version moved under it.
 const MAX_RETRIES: usize = 20;
@@ -248,6 +248,7 @@ impl Service {
         Ok(view::task(&stored.record, history, artifacts))
     }
 
+    /// Commits with the notes the changes owe the tasks' parents (`subtasks::commit`).
     async fn commit(&self, changes: Vec<Change>) -> Result<(), StoreError> {
         let touched: Vec<String> = changes
             .iter()
@@ -258,9 +259,12 @@ impl Service {
             })
             .map(|c| c.task_id().to_owned())
             .collect();
-        self.store.commit(changes).await?;
+        let noted = subtasks::commit(&*self.store, changes, &self.config.agent_id).await?;
         for task_id in touched {
             self.appended(&task_id);
+        }
+        for parent in noted {
+            self.runner.kick(&parent);
         }
         Ok(())
     }
@@ -285,6 +289,16 @@ impl Service {
             return Err(ServiceError::InvalidParams(
                 "message.messageId is required".to_owned(),
             ));
+        }
+        if message
+            .metadata
+            .as_ref()
+            .is_some_and(|m| m.contains_key(subtasks::NOTE_KEY))
+        {
+            return Err(ServiceError::InvalidParams(format!(
+                "message.metadata key {} is reserved for the service's own sub-task notes",
+                subtasks::NOTE_KEY
+            )));
         }
         if message.role != Role::User {
             return Err(ServiceError::InvalidParams(
@@ -367,6 +381,73 @@ impl Service {
             Some(lease) => self.runner.kick_leased(lease),
             None => self.runner.kick(task_id),
         };
+    }
+
+    /// The move to CANCELED of a task, or why it cannot be canceled in its state.
+    fn cancel_transition(record: &TaskRecord) -> Result<lifecycle::Transition, DomainError> {
+        lifecycle::next(
+            record.state(),
+            record.sub_state,
+            record.extension.effective_lifecycle(),
+            LifecycleEvent::Cancel,
+        )
+    }
+
+    /// Cancels one task with `transition` (a conditional write from the states it names).
+    async fn cancel_one(
+        &self,
+        stored: &StoredTask,
+        transition: lifecycle::Transition,
+        why: &str,
+    ) -> Result<StoredTask, StoreError> {
+        let record = &stored.record;
+        let mut next = record.clone();
+        let message = view::agent_message(record, why.to_owned());
+        next.status = view::status(transition.to.clone(), Some(message), Utc::now());
+        next.sub_state = None;
+        next.agent.pending_help = None;
+        let mut update = TaskUpdate::new(stored.clone());
+        update.allowed_states = transition.from.to_vec();
+        update.events.push(view::status_update(&next, None));
+        update.record = Some(next);
+        let canceled = update.applied();
+        self.commit(vec![Change::Update(Box::new(update))]).await?;
+        Ok(canceled)
+    }
+
+    /// A canceled task's unfinished sub-tasks on this service are canceled with it, and
+    /// theirs in turn (best effort: a child that cannot be canceled is logged and left).
+    async fn cancel_children(&self, parent: &TaskRecord) {
+        let mut queue: Vec<String> = unfinished_children(parent);
+        let mut seen = std::collections::HashSet::new();
+        while let Some(child_id) = queue.pop() {
+            if !seen.insert(child_id.clone()) {
+                continue;
+            }
+            for _ in 0..MAX_RETRIES {
+                let Ok(Some(child)) = self.read(&child_id).await else {
+                    break;
+                };
+                if lifecycle::TERMINAL.contains(child.record.state()) {
+                    break;
+                }
+                let Ok(transition) = Self::cancel_transition(&child.record) else {
+                    break;
+                };
+                let why = format!("canceled with its parent {}", parent.id);
+                match self.cancel_one(&child, transition, &why).await {
+                    Ok(canceled) => {
+                        queue.extend(unfinished_children(&canceled.record));
+                        break;
+                    }
+                    Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
+                    Err(err) => {
+                        warn!(task_id = %child_id, error = %err, "a sub-task was not canceled with its parent");
+                        break;
+                    }
+                }
+            }
+        }
     }
 
     fn webhook_policy(&self) -> WebhookPolicy {
@@ -701,18 +782,28 @@ impl Service {
         } else {
             stored.clone()
         };
-        match self
+        // The lease first (when free), then the message: a process that dies in between
+        // leaves an expiring lease for the sweeper, never a message nobody will run.
+        let lease = self
+            .runner
+            .try_lease(&record.id)
+            .await
+            .map_err(|e| Retry::Fail(store_error(e)))?;
+        let queued = self
             .store
             .enqueue(&record.id, Self::inbox_item(sender, message, record))
-            .await
-        {
+            .await;
+        if let (Err(_), Some(lease)) = (&queued, &lease) {
+            self.runner.give_back(lease).await;
+        }
+        match queued {
             Ok(()) => Ok(Intake::Queued {
                 task_id: record.id.clone(),
                 message_id: message.message_id.clone(),
                 first: Box::new(view::task(&current.record, None, None)),
                 from_seq: current.counters.events,
                 push_from: current.counters.events,
-                lease: None,
+                lease,
             }),
             Err(StoreError::Conflict(Conflict::DuplicateMessage { .. })) => {
                 // A repeat of a message already received: answer with the task as it is.
@@ -899,6 +990,16 @@ impl Service {
     }
 }
 
+/// The sub-tasks on this service of `record` that have not ended.
+fn unfinished_children(record: &TaskRecord) -> Vec<String> {
+    record
+        .extension
+        .unresolved_sub_tasks()
+        .filter(|r| r.agent.is_none())
+        .map(|r| r.task_id.clone())
+        .collect()
+}
+
 /// A follow-up attempt: retry on a fresh read, or fail with this error.
 enum Retry {
     Again,
@@ -1074,34 +1175,21 @@ impl A2aApi for Service {
         let caller = identity::caller(ctx, self.default_participant())?;
         for _ in 0..MAX_RETRIES {
             let stored = self.visible(&req.id, &caller).await?;
-            let record = &stored.record;
-            policy::authorize(&record.extension, &caller, Action::Cancel).map_err(|denied| {
-                ServiceError::TaskNotCancelable(format!("the task cannot be canceled: {denied}"))
-            })?;
-            let lifecycle = record.extension.effective_lifecycle();
-            let transition = lifecycle::next(
-                record.state(),
-                record.sub_state,
-                lifecycle,
-                LifecycleEvent::Cancel,
-            )
-            .map_err(domain_error)?;
-            let mut next = record.clone();
-            let message = view::agent_message(record, format!("canceled by {caller}"));
-            next.status = view::status(transition.to.clone(), Some(message), Utc::now());
-            next.sub_state = None;
-            next.agent.pending_help = None;
-            let mut update = TaskUpdate::new(stored.clone());
-            update.allowed_states = transition.from.to_vec();
-            update.events.push(view::status_update(&next, None));
-            update.record = Some(next);
-            match self.commit(vec![Change::Update(Box::new(update))]).await {
-                Ok(()) => {
-                    let stored = self
-                        .read(&req.id)
-                        .await?
-                        .ok_or_else(|| ServiceError::TaskNotFound(req.id.clone()))?;
-                    return self.full_view(&stored, None, true).await;
+            policy::authorize(&stored.record.extension, &caller, Action::Cancel).map_err(
+                |denied| {
+                    ServiceError::TaskNotCancelable(format!(
+                        "the task cannot be canceled: {denied}"
+                    ))
+                },
+            )?;
+            let transition = Self::cancel_transition(&stored.record).map_err(domain_error)?;
+            match self
+                .cancel_one(&stored, transition, &format!("canceled by {caller}"))
+                .await
+            {
+                Ok(canceled) => {
+                    self.cancel_children(&canceled.record).await;
+                    return self.full_view(&canceled, None, true).await;
                 }
                 Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
                 Err(err) => return Err(store_error(err)),

@@ -19,7 +19,9 @@ use task_core::extension::SubState;
 use task_core::lifecycle::{self, LifecycleEvent};
 use task_core::task::AgentState;
 use task_core::tools::{ChildKind, ChildTask};
-use task_store::{Change, InboxItem, InboxKey, Lease, NewTask, TaskRecord};
+use task_store::{
+    Change, Conflict, InboxItem, InboxKey, Lease, NewTask, Store, StoreError, TaskRecord,
+};
 
 use crate::identity::PARTICIPANT_KEY;
 use crate::view;
@@ -112,6 +114,47 @@ pub fn parent_notes(
             }
         })
         .collect()
+}
+
+/// Commits `changes` with the notes their changes of state owe the tasks' parents on this
+/// service. Returns the parents noted (their runners should look at their inboxes). A parent
+/// that ended takes no note: the commit is made again without them.
+pub async fn commit(
+    store: &dyn Store,
+    changes: Vec<Change>,
+    agent_id: &str,
+) -> Result<Vec<String>, StoreError> {
+    let now = Utc::now();
+    let notes: Vec<Change> = changes
+        .iter()
+        .flat_map(|change| match change {
+            Change::Update(update) => {
+                let applied = update.applied();
+                parent_notes(
+                    Some(&update.base.record),
+                    &applied.record,
+                    applied.version,
+                    agent_id,
+                    now,
+                )
+            }
+            _ => Vec::new(),
+        })
+        .collect();
+    if notes.is_empty() {
+        store.commit(changes).await?;
+        return Ok(Vec::new());
+    }
+    let parents: Vec<String> = notes.iter().map(|n| n.task_id().to_owned()).collect();
+    let all: Vec<Change> = changes.iter().cloned().chain(notes).collect();
+    match store.commit(all).await {
+        Ok(_) => Ok(parents),
+        Err(StoreError::Conflict(Conflict::TaskTerminal(_))) => {
+            store.commit(changes).await?;
+            Ok(Vec::new())
+        }
+        Err(err) => Err(err),
+    }
 }
 
 /// The first message of an agent-run child: its goal and criteria, from the parent's agent.

@@ -21,8 +21,9 @@
 //! replays the same way after a restart. A conversation past the script's end fails the call
 //! (`Misconfigured`), which fails the task with that reason.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -94,27 +95,64 @@ impl Script {
     }
 }
 
-/// The scripted model, over one script.
-#[derive(Debug, Clone)]
+/// The scripted model: over one script, or over the script file each catalog entry names in
+/// its settings (`"settings": {"script": "path/to/script.json"}`), read once.
+#[derive(Debug, Default)]
 pub struct ScriptedModel {
-    script: Script,
+    fixed: Option<Arc<Script>>,
+    files: Mutex<HashMap<PathBuf, Arc<Script>>>,
 }
 
 impl ScriptedModel {
+    /// Every model plays `script`.
     pub fn new(script: Script) -> Self {
-        Self { script }
+        Self {
+            fixed: Some(Arc::new(script)),
+            files: Mutex::default(),
+        }
+    }
+
+    /// Each model plays the file its `script` setting names.
+    pub fn from_settings() -> Self {
+        Self::default()
+    }
+
+    fn script_for(&self, request: &ModelRequest) -> Result<Arc<Script>, ModelError> {
+        if let Some(script) = &self.fixed {
+            return Ok(script.clone());
+        }
+        let path = request
+            .model
+            .settings
+            .get("script")
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| {
+                ModelError::Misconfigured(format!(
+                    "the scripted model {:?} has no \"script\" setting",
+                    request.model.id
+                ))
+            })?;
+        let path = PathBuf::from(path);
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(script) = files.get(&path) {
+            return Ok(script.clone());
+        }
+        let script = Arc::new(Script::from_file(&path)?);
+        files.insert(path, script.clone());
+        Ok(script)
     }
 }
 
 #[async_trait]
 impl Model for ScriptedModel {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
+        let script = self.script_for(request)?;
         let played = request
             .turns
             .iter()
             .filter(|t| matches!(t, Turn::Assistant { .. }))
             .count();
-        let turns = self.script.turns_for(&request.task_name).ok_or_else(|| {
+        let turns = script.turns_for(&request.task_name).ok_or_else(|| {
             ModelError::Misconfigured(format!(
                 "the script has no turns for task {:?} (and no \"*\")",
                 request.task_name
@@ -230,6 +268,45 @@ mod tests {
         assert!(matches!(
             only.complete(&request("other", vec![])).await,
             Err(ModelError::Misconfigured(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn the_script_file_comes_from_the_models_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("script.json");
+        std::fs::write(
+            &path,
+            json!({"turns": [{"text": "from the file"}]}).to_string(),
+        )
+        .unwrap();
+        let model = ScriptedModel::from_settings();
+        let mut req = request("t", vec![]);
+        req.model
+            .settings
+            .insert("script".into(), json!(path.to_str().unwrap()));
+        assert_eq!(
+            model.complete(&req).await.unwrap(),
+            ModelReply::text("from the file")
+        );
+        // Read once: the file may go away.
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            model.complete(&req).await.unwrap(),
+            ModelReply::text("from the file")
+        );
+        let mut missing = request("t", vec![]);
+        missing
+            .model
+            .settings
+            .insert("script".into(), json!("/nonexistent/script.json"));
+        assert!(matches!(
+            model.complete(&missing).await,
+            Err(ModelError::Misconfigured(_))
+        ));
+        assert!(matches!(
+            model.complete(&request("t", vec![])).await,
+            Err(ModelError::Misconfigured(m)) if m.contains("no \"script\" setting")
         ));
     }
 

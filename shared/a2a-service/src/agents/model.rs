@@ -55,6 +55,19 @@ impl ModelAgentConfig {
             instructions: DEFAULT_INSTRUCTIONS.to_owned(),
         }
     }
+
+    /// The catalog's models over the offline providers (`echo`, and `scripted` reading the
+    /// script each model's settings name); network providers are added with `models`.
+    pub fn for_catalog(catalog: ModelCatalog) -> Self {
+        Self {
+            models: Models::offline().with(
+                task_core::commands::ProviderKind::Scripted,
+                Arc::new(models::ScriptedModel::from_settings()),
+            ),
+            catalog,
+            ..Self::offline()
+        }
+    }
 }
 
 pub const DEFAULT_INSTRUCTIONS: &str = "You are the agent of a task on the tiny-harness A2A \
