@@ -15,47 +15,15 @@ use serde_json::{Value, json};
 use store_embedded::EmbeddedStore;
 use task_store::TaskStore;
 
-/// A server whose default model is scripted (`script`, by task name), with a skills
-/// directory holding one skill.
 fn agent_server(script: Value, extra: &[&str]) -> Server {
-    let dir = tempfile::Builder::new()
-        .prefix("agent-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    let script_path = dir.path().join("script.json");
-    std::fs::write(&script_path, script.to_string()).unwrap();
-    let catalog_path = dir.path().join("catalog.json");
-    let catalog = json!({
-        "default_model": "scripted",
-        "models": [
-            {"id": "scripted", "provider": "scripted", "settings": {"script": script_path}},
-            {"id": "echo", "provider": "echo"}
-        ]
-    });
-    std::fs::write(&catalog_path, catalog.to_string()).unwrap();
-    let skills = dir.path().join("skills");
-    std::fs::create_dir_all(skills.join("refunds/references")).unwrap();
-    std::fs::write(
-        skills.join("refunds/SKILL.md"),
-        "---\nname: refunds\ndescription: How refunds are decided\n---\nRefund in full when the parcel is lost.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        skills.join("refunds/references/policy.md"),
-        "Refunds over 500 EUR need a second approval.\n",
-    )
-    .unwrap();
-    let mut builder = Server::builder()
-        .arg("--model-catalog")
-        .arg(catalog_path.to_str().unwrap())
-        .arg("--skills-dir")
-        .arg(skills.to_str().unwrap());
+    let setup = AgentSetup::new(script);
+    let mut builder = setup.builder();
     for arg in extra {
         builder = builder.arg(*arg);
     }
     let server = builder.start();
     // Keep the scripts for the server's lifetime.
-    std::mem::forget(dir);
+    std::mem::forget(setup);
     server
 }
 

@@ -1112,3 +1112,61 @@ impl Drop for Webhook {
         self.serve.abort();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The agent with the scripted model
+// ---------------------------------------------------------------------------------------------
+
+/// A model catalog whose default model is scripted (`script`, by task name; the format is
+/// `models::scripted`'s), and a skills directory holding one skill (`refunds`).
+pub struct AgentSetup {
+    pub dir: TempDir,
+    pub catalog: std::path::PathBuf,
+    pub skills: std::path::PathBuf,
+}
+
+impl AgentSetup {
+    pub fn new(script: Value) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("agent-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("dir");
+        let script_path = dir.path().join("script.json");
+        std::fs::write(&script_path, script.to_string()).expect("script");
+        let catalog = dir.path().join("catalog.json");
+        let models = json!({
+            "default_model": "scripted",
+            "models": [
+                {"id": "scripted", "provider": "scripted", "settings": {"script": script_path}},
+                {"id": "echo", "provider": "echo"}
+            ]
+        });
+        std::fs::write(&catalog, models.to_string()).expect("catalog");
+        let skills = dir.path().join("skills");
+        std::fs::create_dir_all(skills.join("refunds/references")).expect("skills");
+        std::fs::write(
+            skills.join("refunds/SKILL.md"),
+            "---\nname: refunds\ndescription: How refunds are decided\n---\nRefund in full when the parcel is lost.\n",
+        )
+        .expect("skill");
+        std::fs::write(
+            skills.join("refunds/references/policy.md"),
+            "Refunds over 500 EUR need a second approval.\n",
+        )
+        .expect("resource");
+        Self {
+            dir,
+            catalog,
+            skills,
+        }
+    }
+
+    /// A server over this catalog and these skills.
+    pub fn builder(&self) -> ServerBuilder {
+        Server::builder()
+            .arg("--model-catalog")
+            .arg(self.catalog.to_str().expect("utf-8"))
+            .arg("--skills-dir")
+            .arg(self.skills.to_str().expect("utf-8"))
+    }
+}

@@ -1,0 +1,197 @@
+//! One runner per task, under load and across a crash: twenty messages sent at once to one
+//! task through separate connections are each processed exactly once, in one history order;
+//! a server killed (SIGKILL) in the middle of a scripted multi-turn run is started again and
+//! the task completes, with no message lost and no committed turn repeated.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+use store_embedded::EmbeddedStore;
+use task_store::TaskStore;
+
+fn texts(task: &Value) -> Vec<String> {
+    task["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["parts"][0]["text"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_messages_are_each_processed_once_in_one_order() {
+    // The echo model: each run answers with the message's text.
+    let server = Server::start();
+    let client = server.client();
+    let api = client.api(Binding::JsonRpc);
+    let task = api.send_ok(send_req(text("alice", "start"))).await;
+    let id = task["id"].as_str().unwrap().to_owned();
+
+    let mut sends = Vec::new();
+    for n in 0..20 {
+        let api = client.fresh_connection().api(if n % 2 == 0 {
+            Binding::JsonRpc
+        } else {
+            Binding::Rest
+        });
+        let message = on(text("alice", &format!("message {n}")), &task);
+        sends.push(tokio::spawn(
+            async move { api.send(send_req(message)).await },
+        ));
+    }
+    for send in sends {
+        send.await.unwrap().expect("every send is answered");
+    }
+    // Wait until every message has its reply (a blocking send answers at the reply to it, but
+    // later messages may still be queued behind it when it returns).
+    let deadline = Instant::now() + WAIT;
+    let read = loop {
+        let read = api
+            .as_participant("alice")
+            .get_task(&id, None)
+            .await
+            .unwrap();
+        if texts(&read).len() == 2 + 40 {
+            break read;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every message was processed: {read}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let history = texts(&read);
+    // One order: each message immediately followed by its own reply, each exactly once.
+    let mut seen = BTreeSet::new();
+    for pair in history.chunks(2) {
+        assert_eq!(
+            pair[0], pair[1],
+            "a message and its reply are adjacent: {history:?}"
+        );
+        assert!(seen.insert(pair[0].clone()), "processed twice: {}", pair[0]);
+    }
+    assert_eq!(seen.len(), 21);
+    assert_eq!(state(&read), "TASK_STATE_INPUT_REQUIRED");
+
+    // The agent's transcript agrees: 21 runs, one model turn each, in the same order.
+    let mut server = server;
+    assert!(server.terminate().success());
+    let store = EmbeddedStore::open(server.dir().join("tasks.redb")).unwrap();
+    let entries = store.transcript(&id, 0).await.unwrap();
+    assert_eq!(entries.len(), 42);
+    let users: Vec<&str> = entries
+        .iter()
+        .filter(|e| e["turn"]["role"] == "user")
+        .map(|e| e["turn"]["text"].as_str().unwrap())
+        .collect();
+    let messages: Vec<&str> = history.iter().step_by(2).map(String::as_str).collect();
+    assert_eq!(users, messages);
+    // No lease is left behind: every run gave its lease back.
+    assert!(
+        task_store::LeaseStore::expired_leases(
+            &store,
+            chrono::Utc::now() + chrono::Duration::days(1),
+            10
+        )
+        .await
+        .unwrap()
+        .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_mid_way_completes_after_a_restart_without_repeating_a_turn() {
+    let setup = AgentSetup::new(json!({"turns": [
+        {"tool_calls": [{"name": "create_plan", "arguments": {"steps": [
+            {"name": "One", "description": "first"}, {"name": "Two", "description": "second"}]}}]},
+        {"tool_calls": [{"name": "complete_step", "arguments": {"step": "one", "output": "1"}}],
+         "delay_ms": 3000},
+        {"tool_calls": [{"name": "complete_step", "arguments": {"step": "two", "output": "2"}}]},
+        {"text": "both steps done"}
+    ]}));
+    let quick = ["--lease-ttl-secs", "2", "--sweep-interval-secs", "1"];
+    let mut builder = setup.builder();
+    for arg in quick {
+        builder = builder.arg(arg);
+    }
+    let server = builder.start();
+    let api = server.client().api(Binding::Rest).as_participant("alice");
+    // returnImmediately: the run goes on in the background.
+    let mut req = send_req(text("alice", "do both steps"));
+    req["configuration"] = json!({"returnImmediately": true});
+    let task = api.send_ok(req).await;
+    let id = task["id"].as_str().unwrap().to_owned();
+    // Wait for the first turn (the plan) to be committed, then kill the server while the
+    // second turn's model call is in flight.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let read = api.get_task(&id, None).await.unwrap();
+        if !ext(&read)["plan"].is_null() {
+            assert_eq!(ext(&read)["plan"]["steps"][0]["state"], "pending");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no plan: {read}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let data = server.kill();
+
+    // Started again on the same data: the sweeper takes the expired lease over and the run
+    // continues from its last committed turn.
+    let mut builder = setup.builder().data_dir(data);
+    for arg in quick {
+        builder = builder.arg(arg);
+    }
+    let mut server = builder.start();
+    let api = server
+        .client()
+        .api(Binding::JsonRpc)
+        .as_participant("alice");
+    let deadline = Instant::now() + WAIT;
+    let done = loop {
+        let read = api.get_task(&id, None).await.unwrap();
+        if state(&read) == "TASK_STATE_INPUT_REQUIRED" {
+            break read;
+        }
+        assert!(Instant::now() < deadline, "the run did not resume: {read}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status_text(&done), "both steps done");
+    let steps = &ext(&done)["plan"]["steps"];
+    assert_eq!(
+        (steps[0]["state"].as_str(), steps[1]["state"].as_str()),
+        (Some("done"), Some("done"))
+    );
+    assert_eq!(
+        texts(&done),
+        ["do both steps", "both steps done"],
+        "the message once, its reply once"
+    );
+
+    assert!(server.terminate().success());
+    let store = EmbeddedStore::open(server.dir().join("tasks.redb")).unwrap();
+    let entries = store.transcript(&id, 0).await.unwrap();
+    let calls: Vec<String> = entries
+        .iter()
+        .filter(|e| e["turn"]["role"] == "assistant")
+        .flat_map(|e| e["turn"]["tool_calls"].as_array().unwrap().clone())
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        calls,
+        ["create_plan", "complete_step", "complete_step"],
+        "the plan was made once: the committed turn was not repeated"
+    );
+    assert_eq!(
+        entries
+            .iter()
+            .filter(|e| e["turn"]["role"] == "user")
+            .count(),
+        1,
+        "the message entered the conversation once"
+    );
+}
