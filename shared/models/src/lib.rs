@@ -3,14 +3,23 @@
 //!
 //! A [`ModelRequest`] carries the whole context of a turn (system prompt, the conversation as
 //! turns, the tool definitions) plus the task's chosen model and reasoning effort; a
-//! [`ModelReply`] is text, tool calls, or both. Providers: `echo` and `scripted` (offline),
-//! and, in their own modules, Amazon Bedrock's Converse API and any OpenAI-compatible chat
-//! completions endpoint. [`Models`] picks the provider a catalog entry names and retries
-//! transient failures with backoff.
+//! [`ModelReply`] is text, tool calls, or both. Providers, one per [`ProviderKind`]:
+//!
+//! - [`OpenAiModel`] (`openai`): any OpenAI-compatible chat-completions endpoint (OpenAI,
+//!   Ollama, vLLM), the effort sent as `reasoning_effort` (see [`openai`]);
+//! - [`EchoModel`] (`echo`) and [`ScriptedModel`] (`scripted`), offline.
+//!
+//! Each catalog entry's `settings` say how its provider reaches it (the provider's model id,
+//! endpoint, key variable…); they are read at every call. [`Models`] picks the
+//! provider a catalog entry names and retries transient failures ([`ModelError::Throttled`],
+//! [`ModelError::Unavailable`]) with backoff.
 
 mod echo;
+pub mod openai;
 mod retry;
 mod scripted;
+mod settings;
+mod text;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +31,7 @@ use task_core::commands::{ModelSpec, ProviderKind};
 use task_core::extension::Effort;
 
 pub use echo::EchoModel;
+pub use openai::OpenAiModel;
 pub use retry::RetryPolicy;
 pub use scripted::{Script, ScriptedModel, ScriptedTurn};
 
