@@ -3,14 +3,27 @@
 //!
 //! A [`ModelRequest`] carries the whole context of a turn (system prompt, the conversation as
 //! turns, the tool definitions) plus the task's chosen model and reasoning effort; a
-//! [`ModelReply`] is text, tool calls, or both. Providers: `echo` and `scripted` (offline),
-//! and, in their own modules, Amazon Bedrock's Converse API and any OpenAI-compatible chat
-//! completions endpoint. [`Models`] picks the provider a catalog entry names and retries
-//! transient failures with backoff.
+//! [`ModelReply`] is text, tool calls, or both. Providers, one per [`ProviderKind`]:
+//!
+//! - [`BedrockModel`] (`bedrock`): Amazon Bedrock's Converse API with tool use, over an
+//!   `aws_config::SdkConfig` the caller builds; the effort becomes Claude's extended
+//!   thinking budget (see [`bedrock`]);
+//! - [`OpenAiModel`] (`openai`): any OpenAI-compatible chat-completions endpoint (OpenAI,
+//!   Ollama, vLLM), the effort sent as `reasoning_effort` (see [`openai`]);
+//! - [`EchoModel`] (`echo`) and [`ScriptedModel`] (`scripted`), offline.
+//!
+//! Each catalog entry's `settings` say how its provider reaches it (the provider's model id,
+//! endpoint, region, key variable…); they are read at every call. [`Models`] picks the
+//! provider a catalog entry names and retries transient failures ([`ModelError::Throttled`],
+//! [`ModelError::Unavailable`]) with backoff.
 
+pub mod bedrock;
 mod echo;
+pub mod openai;
 mod retry;
 mod scripted;
+mod settings;
+mod text;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,7 +34,9 @@ use serde_json::Value;
 use task_core::commands::{ModelSpec, ProviderKind};
 use task_core::extension::Effort;
 
+pub use bedrock::BedrockModel;
 pub use echo::EchoModel;
+pub use openai::OpenAiModel;
 pub use retry::RetryPolicy;
 pub use scripted::{Script, ScriptedModel, ScriptedTurn};
 
@@ -164,6 +179,20 @@ impl Models {
             providers: HashMap::new(),
             retry,
         }
+    }
+
+    /// Adds the network providers: `openai` (keys read from the environment) and `bedrock`
+    /// over `sdk_config`.
+    pub fn with_network_providers(
+        self,
+        sdk_config: &aws_config::SdkConfig,
+    ) -> Result<Self, ModelError> {
+        Ok(self
+            .with(ProviderKind::Openai, Arc::new(OpenAiModel::new()?))
+            .with(
+                ProviderKind::Bedrock,
+                Arc::new(BedrockModel::new(sdk_config)),
+            ))
     }
 
     /// Serves the models of `kind` with `provider`.

@@ -1,0 +1,435 @@
+//! `openai`: any OpenAI-compatible chat-completions endpoint (OpenAI, Ollama, vLLM…).
+//!
+//! The catalog entry's settings:
+//!
+//! | setting | default | meaning |
+//! |---|---|---|
+//! | `base_url` | `https://api.openai.com/v1` | the API root; `/chat/completions` is appended |
+//! | `model` | the catalog id | the provider's model name |
+//! | `api_key_env` | `OPENAI_API_KEY` | the *name* of the environment variable holding the key; unset or empty: no `Authorization` header (local servers such as Ollama need none) |
+//! | `max_tokens` | none | sent as `max_tokens` |
+//! | `max_completion_tokens` | none | sent as `max_completion_tokens` (OpenAI's reasoning models refuse `max_tokens`) |
+//! | `timeout_secs` | 300 | the whole call, connection included |
+//!
+//! ```json
+//! {"id": "llama", "provider": "openai",
+//!  "settings": {"base_url": "http://127.0.0.1:11434/v1", "model": "llama3.2"}}
+//! ```
+//!
+//! The request: the system prompt is the first message (`role: system`); a user turn is a
+//! `user` message; an assistant turn is an `assistant` message with its `tool_calls` (type
+//! `function`, the arguments as a JSON string); tool results are one `role: tool` message per
+//! result, with its `tool_call_id`; the tools are `{type: function, function: {name,
+//! description, parameters}}`; the reasoning effort, when set, is `reasoning_effort`.
+//!
+//! The reply is `choices[0].message`: its `content` (or its `refusal` when there is no
+//! content) and its `tool_calls`. Arguments that are not JSON are kept as a JSON string, so
+//! that the loop's schema check answers the model with `[tool.invalid_arguments]`; empty
+//! arguments are `{}`. Such string arguments go back to the model as it wrote them.
+//!
+//! Errors: HTTP 429 is [`ModelError::Throttled`]; 408, 5xx, timeouts and connection errors are
+//! [`ModelError::Unavailable`]; any other refusal is [`ModelError::Rejected`] with the
+//! provider's message (truncated); a success whose body is not a chat completion is
+//! [`ModelError::InvalidReply`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::settings::Settings;
+use crate::text::{error_chain, truncate};
+use crate::{Model, ModelError, ModelReply, ModelRequest, ToolCall, Turn};
+
+/// The API root when the entry names none.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// The environment variable holding the key when the entry names none.
+pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
+/// How long a call may take when the entry does not say.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How much of a provider's error message is kept.
+const ERROR_MESSAGE_CHARS: usize = 500;
+
+type KeyLookup = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+/// The OpenAI-compatible provider: one HTTP client (connection pool) for all its models.
+#[derive(Clone)]
+pub struct OpenAiModel {
+    client: reqwest::Client,
+    key_lookup: Arc<KeyLookup>,
+}
+
+impl fmt::Debug for OpenAiModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiModel").finish_non_exhaustive()
+    }
+}
+
+impl OpenAiModel {
+    /// The provider reading each entry's key from the environment variable its
+    /// `api_key_env` names, at every call.
+    pub fn new() -> Result<Self, ModelError> {
+        Self::with_key_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// The provider reading keys with `lookup` (given the variable's name) instead of the
+    /// environment: for tests, or keys held elsewhere.
+    pub fn with_key_lookup(
+        lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Result<Self, ModelError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| ModelError::Misconfigured(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            client,
+            key_lookup: Arc::new(lookup),
+        })
+    }
+}
+
+/// One entry's settings, read at each call.
+struct Endpoint<'a> {
+    url: String,
+    model: &'a str,
+    api_key_env: &'a str,
+    max_tokens: Option<u32>,
+    max_completion_tokens: Option<u32>,
+    timeout: Duration,
+}
+
+impl<'a> Endpoint<'a> {
+    fn of(request: &'a ModelRequest) -> Result<Self, ModelError> {
+        let settings = Settings::new(&request.model.id, &request.model.settings);
+        let base_url = settings.string("base_url")?.unwrap_or(DEFAULT_BASE_URL);
+        Ok(Self {
+            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            model: settings.string("model")?.unwrap_or(&request.model.id),
+            api_key_env: settings
+                .string("api_key_env")?
+                .unwrap_or(DEFAULT_API_KEY_ENV),
+            max_tokens: settings.positive_int("max_tokens")?,
+            max_completion_tokens: settings.positive_int("max_completion_tokens")?,
+            timeout: settings.seconds("timeout_secs")?.unwrap_or(DEFAULT_TIMEOUT),
+        })
+    }
+}
+
+#[async_trait]
+impl Model for OpenAiModel {
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
+        let endpoint = Endpoint::of(request)?;
+        let body = request_body(request, &endpoint);
+        let mut call = self
+            .client
+            .post(&endpoint.url)
+            .timeout(endpoint.timeout)
+            .json(&body);
+        if let Some(key) = (self.key_lookup)(endpoint.api_key_env).filter(|k| !k.is_empty()) {
+            call = call.bearer_auth(key);
+        }
+        let response = call.send().await.map_err(transport_error)?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(transport_error)?;
+        if !status.is_success() {
+            return Err(status_error(status, &bytes));
+        }
+        parse_reply(&bytes)
+    }
+}
+
+/// The chat-completions request for `request`.
+fn request_body(request: &ModelRequest, endpoint: &Endpoint<'_>) -> Value {
+    let mut messages = Vec::with_capacity(request.turns.len() + 1);
+    if !request.system.is_empty() {
+        messages.push(json!({"role": "system", "content": request.system}));
+    }
+    for turn in &request.turns {
+        match turn {
+            Turn::User { text } => messages.push(json!({"role": "user", "content": text})),
+            Turn::Assistant { text, tool_calls } => {
+                let mut message = Map::new();
+                message.insert("role".into(), "assistant".into());
+                let content = match text {
+                    Some(text) => Value::String(text.clone()),
+                    // Content may be null only beside tool calls.
+                    None if !tool_calls.is_empty() => Value::Null,
+                    None => Value::String(String::new()),
+                };
+                message.insert("content".into(), content);
+                if !tool_calls.is_empty() {
+                    let calls = tool_calls
+                        .iter()
+                        .map(|call| {
+                            json!({
+                                "id": call.id,
+                                "type": "function",
+                                "function": {
+                                    "name": call.name,
+                                    "arguments": arguments_text(&call.arguments),
+                                },
+                            })
+                        })
+                        .collect();
+                    message.insert("tool_calls".into(), Value::Array(calls));
+                }
+                messages.push(Value::Object(message));
+            }
+            Turn::ToolResults { results } => {
+                messages.extend(results.iter().map(|result| {
+                    json!({
+                        "role": "tool",
+                        "tool_call_id": result.call_id,
+                        "content": result.content,
+                    })
+                }));
+            }
+        }
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), endpoint.model.into());
+    body.insert("messages".into(), Value::Array(messages));
+    if !request.tools.is_empty() {
+        let tools = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.input_schema,
+                    },
+                })
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(effort) = request.effort {
+        body.insert("reasoning_effort".into(), effort.as_str().into());
+    }
+    if let Some(n) = endpoint.max_tokens {
+        body.insert("max_tokens".into(), n.into());
+    }
+    if let Some(n) = endpoint.max_completion_tokens {
+        body.insert("max_completion_tokens".into(), n.into());
+    }
+    Value::Object(body)
+}
+
+/// A call's arguments as the API carries them: JSON text. Arguments kept as a string (the
+/// model sent something that is not JSON) go back as the model wrote them.
+fn arguments_text(arguments: &Value) -> String {
+    match arguments {
+        Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A call that got no HTTP answer (or lost it half-way).
+fn transport_error(error: reqwest::Error) -> ModelError {
+    if error.is_builder() {
+        // The URL cannot be used: nothing was sent.
+        return ModelError::Misconfigured(format!(
+            "cannot send the request: {}",
+            error_chain(&error)
+        ));
+    }
+    // Timeouts, refused or reset connections, bodies cut short: worth trying again.
+    ModelError::Unavailable(error_chain(&error))
+}
+
+/// A non-2xx answer.
+fn status_error(status: reqwest::StatusCode, body: &[u8]) -> ModelError {
+    let message = format!("HTTP {}: {}", status.as_u16(), error_message(body));
+    match status.as_u16() {
+        429 => ModelError::Throttled(message),
+        408 | 500..=599 => ModelError::Unavailable(message),
+        _ => ModelError::Rejected(message),
+    }
+}
+
+/// The provider's message in an error body (`{"error": {"message": …}}`, `{"error": "…"}`,
+/// `{"message": …}`), else the body's text; truncated.
+fn error_message(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    let message = parsed.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("error"))
+            .or_else(|| v.get("message"))
+            .and_then(Value::as_str)
+    });
+    let message = message.unwrap_or(&text);
+    if message.trim().is_empty() {
+        "(no message)".to_owned()
+    } else {
+        truncate(message, ERROR_MESSAGE_CHARS)
+    }
+}
+
+#[derive(Deserialize)]
+struct Completion {
+    choices: Vec<Choice>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: ChoiceMessage,
+}
+
+#[derive(Deserialize)]
+struct ChoiceMessage {
+    #[serde(default)]
+    content: Option<Content>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireCall>>,
+}
+
+/// Content is a string, or (some servers) a list of parts.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Deserialize)]
+struct ContentPart {
+    #[serde(default)]
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireCall {
+    #[serde(default)]
+    id: Option<String>,
+    function: WireFunction,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    name: String,
+    /// A JSON string per the API; some servers send the object itself.
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+/// A 2xx body: the first choice's message.
+fn parse_reply(body: &[u8]) -> Result<ModelReply, ModelError> {
+    let completion: Completion = serde_json::from_slice(body).map_err(|e| {
+        ModelError::InvalidReply(format!(
+            "not a chat completion ({e}): {}",
+            truncate(&String::from_utf8_lossy(body), ERROR_MESSAGE_CHARS)
+        ))
+    })?;
+    let message = completion
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| ModelError::InvalidReply("the completion has no choices".into()))?
+        .message;
+    let text = match message.content {
+        Some(Content::Text(text)) => Some(text),
+        Some(Content::Parts(parts)) => Some(parts.into_iter().filter_map(|p| p.text).collect()),
+        None => None,
+    }
+    .filter(|t: &String| !t.is_empty())
+    .or(message.refusal.filter(|r| !r.is_empty()));
+    let tool_calls = message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, call)| ToolCall {
+            id: call
+                .id
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(|| format!("call-{}", i + 1)),
+            name: call.function.name,
+            arguments: arguments(call.function.arguments),
+        })
+        .collect();
+    Ok(ModelReply { text, tool_calls })
+}
+
+/// A call's arguments as JSON: the string parsed, or kept as a string when it is not JSON
+/// (the loop's schema check then tells the model); none or blank is `{}`.
+fn arguments(raw: Option<Value>) -> Value {
+    match raw {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(Value::String(s)) if s.trim().is_empty() => Value::Object(Map::new()),
+        Some(Value::String(s)) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
+        Some(other) => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn error_messages_are_found_in_the_usual_shapes() {
+        assert_eq!(
+            error_message(br#"{"error": {"message": "bad model", "type": "x"}}"#),
+            "bad model"
+        );
+        assert_eq!(
+            error_message(br#"{"error": "model not found"}"#),
+            "model not found"
+        );
+        assert_eq!(error_message(br#"{"message": "nope"}"#), "nope");
+        assert_eq!(error_message(b"plain text"), "plain text");
+        assert_eq!(error_message(b""), "(no message)");
+        let long = "x".repeat(2000);
+        assert_eq!(error_message(long.as_bytes()).chars().count(), 501);
+    }
+
+    #[test]
+    fn arguments_are_parsed_kept_as_a_string_or_empty() {
+        assert_eq!(
+            arguments(Some(Value::String(r#"{"a": 1}"#.into()))),
+            json!({"a": 1})
+        );
+        assert_eq!(
+            arguments(Some(Value::String("{not json".into()))),
+            json!("{not json")
+        );
+        assert_eq!(arguments(Some(Value::String(" ".into()))), json!({}));
+        assert_eq!(arguments(None), json!({}));
+        assert_eq!(arguments(Some(json!({"b": true}))), json!({"b": true}));
+    }
+
+    #[test]
+    fn replies_take_the_content_parts_or_the_refusal() {
+        let reply = parse_reply(
+            br#"{"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(reply, ModelReply::text("ab"));
+        let reply =
+            parse_reply(br#"{"choices": [{"message": {"content": null, "refusal": "no"}}]}"#)
+                .unwrap();
+        assert_eq!(reply, ModelReply::text("no"));
+        let reply = parse_reply(
+            br#"{"choices": [{"message": {"content": "", "tool_calls": [{"type": "function", "function": {"name": "t"}}]}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(reply.text, None);
+        assert_eq!(reply.tool_calls[0].id, "call-1");
+        assert_eq!(reply.tool_calls[0].arguments, json!({}));
+        assert!(matches!(
+            parse_reply(br#"{"choices": []}"#),
+            Err(ModelError::InvalidReply(_))
+        ));
+    }
+}

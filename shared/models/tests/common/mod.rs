@@ -1,0 +1,155 @@
+//! A stub HTTP server on 127.0.0.1 for the provider tests: it records every request and plays
+//! programmed replies in order (the last one again once they are spent).
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+/// One request the stub received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: Method,
+    /// The path as sent (still percent-encoded).
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Recorded {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("the request body is JSON")
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().expect("ascii"))
+    }
+}
+
+/// One programmed reply.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: String,
+    pub delay: Duration,
+}
+
+impl Reply {
+    pub fn json(status: u16, body: Value) -> Self {
+        Self {
+            status,
+            headers: vec![("content-type", "application/json".to_owned())],
+            body: body.to_string(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn raw(status: u16, body: &str) -> Self {
+        Self {
+            status,
+            headers: vec![],
+            body: body.to_owned(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn header(mut self, name: &'static str, value: &str) -> Self {
+        self.headers.push((name, value.to_owned()));
+        self
+    }
+
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    replies: Arc<Vec<Reply>>,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+}
+
+pub struct Stub {
+    /// `http://127.0.0.1:<port>`
+    pub url: String,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+}
+
+impl Stub {
+    pub async fn start(replies: Vec<Reply>) -> Stub {
+        assert!(!replies.is_empty());
+        let shared = Shared {
+            replies: Arc::new(replies),
+            requests: Arc::default(),
+        };
+        let requests = shared.requests.clone();
+        let app = Router::new().fallback(handle).with_state(shared);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Stub { url, requests }
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+}
+
+async fn handle(
+    State(shared): State<Shared>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let index = {
+        let mut requests = shared.requests.lock().unwrap();
+        requests.push(Recorded {
+            method,
+            path: uri.path().to_owned(),
+            headers,
+            body,
+        });
+        requests.len() - 1
+    };
+    let reply = &shared.replies[index.min(shared.replies.len() - 1)];
+    if !reply.delay.is_zero() {
+        tokio::time::sleep(reply.delay).await;
+    }
+    let mut headers = HeaderMap::new();
+    for (name, value) in &reply.headers {
+        headers.insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    (
+        StatusCode::from_u16(reply.status).unwrap(),
+        headers,
+        reply.body.clone(),
+    )
+        .into_response()
+}
+
+/// A local address nothing listens on (connections are refused).
+pub async fn closed_url() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    url
+}
