@@ -37,11 +37,21 @@ pub struct App {
 }
 
 impl App {
-    /// An app over `store` (the DynamoDB table when deployed; any store in tests).
+    /// An app over `store` with the offline models only (tests).
     pub fn new(store: Arc<dyn Store>, config: &FunctionConfig, serves: Serves) -> Self {
+        Self::with_agent(store, config, serves, service::offline_agent(config))
+    }
+
+    /// An app over `store` (the DynamoDB table when deployed) and `agent`.
+    pub fn with_agent(
+        store: Arc<dyn Store>,
+        config: &FunctionConfig,
+        serves: Serves,
+        agent: Arc<dyn a2a_service::Agent>,
+    ) -> Self {
         let service_config: ServiceConfig = service::service_config(config);
         Self {
-            service: Service::new(store, service_config, service::agent(config), None),
+            service: Service::new(store, service_config, agent, None),
             http: HttpConfig {
                 serves,
                 ..HttpConfig::default()

@@ -34,8 +34,14 @@ pub fn init_tracing() {
         .init();
 }
 
-async fn store(config: &FunctionConfig) -> Arc<DynamoDbStore> {
-    Arc::new(DynamoDbStore::from_env(config.table.clone()).await)
+/// The SDK configuration (one for every client) and the store on the table.
+async fn store(config: &FunctionConfig) -> (aws_config::SdkConfig, Arc<DynamoDbStore>) {
+    let sdk = store_dynamodb::sdk_config().await;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    (
+        sdk,
+        Arc::new(DynamoDbStore::new(client, config.table.clone())),
+    )
 }
 
 /// Whether a function answers by streaming (SSE) or with one buffer.
@@ -52,7 +58,10 @@ fn streams(serves: Serves) -> bool {
 pub async fn run_http(serves: Serves) -> Result<(), lambda_runtime::Error> {
     init_tracing();
     let config = FunctionConfig::from_env()?;
-    let app = App::new(store(&config).await, &config, serves);
+    let (sdk, store) = store(&config).await;
+    let agent =
+        service::agent(&config, &sdk).map_err(|e| lambda_runtime::Error::from(e.to_string()))?;
+    let app = App::with_agent(store, &config, serves, agent);
     tracing::info!(?serves, table = %config.table, auth = ?config.auth, "function ready");
     if streams(serves) {
         http::run_streaming(app).await
@@ -77,7 +86,8 @@ pub async fn run_notifier() -> Result<(), lambda_runtime::Error> {
         ..PushOptions::default()
     })
     .map_err(|e| lambda_runtime::Error::from(e.to_string()))?;
-    let notifier = Arc::new(Notifier::new(store(&config).await, Arc::new(sender)));
+    let (_, store) = store(&config).await;
+    let notifier = Arc::new(Notifier::new(store, Arc::new(sender)));
     tracing::info!(table = %config.table, "push notifier ready");
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<aws_lambda_events::event::dynamodb::Event>| {

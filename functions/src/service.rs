@@ -23,7 +23,24 @@ pub fn service_config(config: &FunctionConfig) -> ServiceConfig {
     service
 }
 
-pub fn agent(config: &FunctionConfig) -> Arc<dyn Agent> {
+/// The agent of the functions: the model agent over the catalog, with the network providers
+/// (Bedrock over `sdk`, OpenAI-compatible endpoints), or the TCK's.
+pub fn agent(
+    config: &FunctionConfig,
+    sdk: &aws_config::SdkConfig,
+) -> Result<Arc<dyn Agent>, models::ModelError> {
+    Ok(match config.agent_profile {
+        AgentProfile::Model => {
+            let mut setup = ModelAgentConfig::for_catalog(config.catalog.clone());
+            setup.models = setup.models.with_network_providers(sdk)?;
+            Arc::new(ModelAgent::new(setup))
+        }
+        AgentProfile::Tck => Arc::new(TckAgent::new()),
+    })
+}
+
+/// The agent without the network providers (tests, and the offline models).
+pub fn offline_agent(config: &FunctionConfig) -> Arc<dyn Agent> {
     match config.agent_profile {
         AgentProfile::Model => Arc::new(ModelAgent::new(ModelAgentConfig::for_catalog(
             config.catalog.clone(),

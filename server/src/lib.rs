@@ -223,6 +223,12 @@ impl Server {
             AgentProfile::Tck => Arc::new(TckAgent::new()),
             AgentProfile::Model => {
                 let mut setup = ModelAgentConfig::for_catalog(catalog);
+                // Bedrock and OpenAI-compatible models: credentials and keys are read from
+                // the environment when a model of theirs is first called.
+                setup.models = setup
+                    .models
+                    .with_network_providers(&store_dynamodb::sdk_config().await)
+                    .map_err(|e| anyhow::anyhow!("model providers: {e}"))?;
                 setup.skills = Arc::new(load_skills(&options.skills_dir));
                 setup.remote_agents = config.remote_agents.keys().cloned().collect();
                 setup.max_turns = options.max_turns;

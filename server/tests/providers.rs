@@ -1,0 +1,150 @@
+//! The model a task uses, and its reasoning effort, reach the provider on every turn:
+//! `/model` and `/effort` on a task change what an OpenAI-compatible endpoint (a stub on
+//! 127.0.0.1 speaking chat completions) receives. A provider that keeps failing fails the
+//! task with the reason, after its retries.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use serde_json::{Value, json};
+
+/// A chat-completions stub: records each request body; answers with the text
+/// `reply to <model>`, or with `status` when it is set.
+struct Stub {
+    base: String,
+    requests: Arc<Mutex<Vec<Value>>>,
+    serve: tokio::task::JoinHandle<()>,
+}
+
+impl Stub {
+    async fn start(status: Option<u16>) -> Self {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let log = requests.clone();
+        let router = axum::Router::new().route(
+            "/v1/chat/completions",
+            axum::routing::post(move |body: axum::Json<Value>| {
+                let log = log.clone();
+                async move {
+                    let model = body["model"].as_str().unwrap_or("?").to_owned();
+                    log.lock().unwrap().push(body.0);
+                    match status {
+                        Some(code) => (
+                            axum::http::StatusCode::from_u16(code).unwrap(),
+                            axum::Json(json!({"error": {"message": "the stub is down"}})),
+                        ),
+                        None => (
+                            axum::http::StatusCode::OK,
+                            axum::Json(json!({
+                                "id": "c-1", "object": "chat.completion", "model": model,
+                                "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": format!("reply to {model}")}}]
+                            })),
+                        ),
+                    }
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}/v1", listener.local_addr().unwrap());
+        let serve = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        Self {
+            base,
+            requests,
+            serve,
+        }
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Stub {
+    fn drop(&mut self) {
+        self.serve.abort();
+    }
+}
+
+fn server_with_catalog(catalog: Value) -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("catalog.json");
+    std::fs::write(&path, catalog.to_string()).unwrap();
+    let server = Server::builder()
+        .arg("--model-catalog")
+        .arg(path.to_str().unwrap())
+        .start();
+    (server, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_and_effort_commands_change_what_the_provider_receives() {
+    let stub = Stub::start(None).await;
+    let (server, _dir) = server_with_catalog(json!({
+        "default_model": "fast",
+        "models": [
+            {"id": "fast", "provider": "openai", "settings": {"base_url": stub.base, "model": "small-model"}},
+            {"id": "deep", "provider": "openai", "default_effort": "medium",
+             "settings": {"base_url": stub.base, "model": "large-model"}}
+        ]
+    }));
+    let api = server.client().api(Binding::JsonRpc);
+    let task = api.send_ok(send_req(text("alice", "hello"))).await;
+    assert_eq!(status_text(&task), "reply to small-model");
+
+    api.send_ok(send_req(on(text("alice", "/model deep"), &task))).await;
+    let second = api.send_ok(send_req(on(text("alice", "and now?"), &task))).await;
+    assert_eq!(status_text(&second), "reply to large-model");
+
+    let set = api.send_ok(send_req(on(text("alice", "/effort high"), &task))).await;
+    assert_eq!(status_text(&set), "reasoning effort set to high");
+    let third = api.send_ok(send_req(on(text("alice", "think harder"), &task))).await;
+    assert_eq!(status_text(&third), "reply to large-model");
+
+    let requests = stub.requests();
+    assert_eq!(requests.len(), 3, "commands do not call the model");
+    assert_eq!(requests[0]["model"], "small-model");
+    assert!(requests[0].get("reasoning_effort").is_none(), "{}", requests[0]);
+    assert_eq!(requests[1]["model"], "large-model");
+    assert_eq!(requests[1]["reasoning_effort"], "medium", "the model's default effort");
+    assert_eq!(requests[2]["reasoning_effort"], "high");
+    // Every turn carries the system prompt, the conversation so far and the twelve tools.
+    let last = &requests[2];
+    assert_eq!(last["messages"][0]["role"], "system");
+    assert!(
+        last["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Goal: hello")
+    );
+    let users: Vec<&str> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(users, ["hello", "and now?", "think harder"]);
+    assert_eq!(last["tools"].as_array().map(Vec::len), Some(12));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_keeps_failing_fails_the_task_after_its_retries() {
+    let stub = Stub::start(Some(503)).await;
+    let (server, _dir) = server_with_catalog(json!({
+        "default_model": "down",
+        "models": [{"id": "down", "provider": "openai", "settings": {"base_url": stub.base}}]
+    }));
+    let api = server.client().api(Binding::Rest);
+    let task = api.send_ok(send_req(text("alice", "hello"))).await;
+    assert_eq!(state(&task), "TASK_STATE_FAILED", "{task}");
+    assert!(
+        status_text(&task).contains("the model provider is unavailable"),
+        "{task}"
+    );
+    assert_eq!(stub.requests().len(), 4, "the first call and three retries");
+}
