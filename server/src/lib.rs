@@ -230,7 +230,7 @@ impl Server {
                     .with_network_providers(&store_dynamodb::sdk_config().await)
                     .map_err(|e| anyhow::anyhow!("model providers: {e}"))?;
                 setup.skills = Arc::new(load_skills(&options.skills_dir));
-                setup.remote_agents = config.remote_agents.keys().cloned().collect();
+                setup.remote_agents = config.remote_agents.clone();
                 setup.max_turns = options.max_turns;
                 Arc::new(ModelAgent::new(setup))
             }

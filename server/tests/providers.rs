@@ -96,21 +96,35 @@ async fn model_and_effort_commands_change_what_the_provider_receives() {
     let task = api.send_ok(send_req(text("alice", "hello"))).await;
     assert_eq!(status_text(&task), "reply to small-model");
 
-    api.send_ok(send_req(on(text("alice", "/model deep"), &task))).await;
-    let second = api.send_ok(send_req(on(text("alice", "and now?"), &task))).await;
+    api.send_ok(send_req(on(text("alice", "/model deep"), &task)))
+        .await;
+    let second = api
+        .send_ok(send_req(on(text("alice", "and now?"), &task)))
+        .await;
     assert_eq!(status_text(&second), "reply to large-model");
 
-    let set = api.send_ok(send_req(on(text("alice", "/effort high"), &task))).await;
+    let set = api
+        .send_ok(send_req(on(text("alice", "/effort high"), &task)))
+        .await;
     assert_eq!(status_text(&set), "reasoning effort set to high");
-    let third = api.send_ok(send_req(on(text("alice", "think harder"), &task))).await;
+    let third = api
+        .send_ok(send_req(on(text("alice", "think harder"), &task)))
+        .await;
     assert_eq!(status_text(&third), "reply to large-model");
 
     let requests = stub.requests();
     assert_eq!(requests.len(), 3, "commands do not call the model");
     assert_eq!(requests[0]["model"], "small-model");
-    assert!(requests[0].get("reasoning_effort").is_none(), "{}", requests[0]);
+    assert!(
+        requests[0].get("reasoning_effort").is_none(),
+        "{}",
+        requests[0]
+    );
     assert_eq!(requests[1]["model"], "large-model");
-    assert_eq!(requests[1]["reasoning_effort"], "medium", "the model's default effort");
+    assert_eq!(
+        requests[1]["reasoning_effort"], "medium",
+        "the model's default effort"
+    );
     assert_eq!(requests[2]["reasoning_effort"], "high");
     // Every turn carries the system prompt, the conversation so far and the twelve tools.
     let last = &requests[2];

@@ -462,19 +462,40 @@ impl Runner {
                 TurnEnd::Reject => LifecycleEvent::Reject,
                 TurnEnd::Fail(_) => LifecycleEvent::RunFailed,
                 TurnEnd::TurnLimit => LifecycleEvent::TurnLimitReached,
+                TurnEnd::Remote(state) => match state {
+                    TaskState::Completed => LifecycleEvent::AgentCompleted {
+                        unresolved_sub_tasks: false,
+                    },
+                    TaskState::Rejected => LifecycleEvent::Reject,
+                    TaskState::Canceled => LifecycleEvent::Cancel,
+                    _ => LifecycleEvent::RunFailed,
+                },
             };
             let lifecycle = extension.effective_lifecycle();
-            let transition = match lifecycle::next(
-                current.record.state(),
-                current.record.sub_state,
-                lifecycle,
-                event,
-            ) {
-                Ok(t) => t,
-                Err(err) => {
-                    warn!(task_id, error = %err, "turn outcome does not fit the task's state");
-                    return Err(StoreError::Conflict(Conflict::TaskChanged(task_id)));
-                }
+            let transition = match (&reply.end, current.record.state()) {
+                // A relayed sub-task waits where the remote task waits; the parent is told.
+                (
+                    TurnEnd::Remote(remote @ (TaskState::InputRequired | TaskState::AuthRequired)),
+                    TaskState::Working,
+                ) => lifecycle::Transition {
+                    from: &[TaskState::Working],
+                    to: remote.clone(),
+                    sub_state: (*remote == TaskState::InputRequired)
+                        .then_some(task_core::extension::SubState::AwaitingNextMessage),
+                    runs_agent: false,
+                },
+                _ => match lifecycle::next(
+                    current.record.state(),
+                    current.record.sub_state,
+                    lifecycle,
+                    event,
+                ) {
+                    Ok(t) => t,
+                    Err(err) => {
+                        warn!(task_id, error = %err, "turn outcome does not fit the task's state");
+                        return Err(StoreError::Conflict(Conflict::TaskChanged(task_id)));
+                    }
+                },
             };
             let now = Utc::now();
             let mut next = current.record.clone();

@@ -32,6 +32,8 @@ pub struct AgentState {
     /// Set on a sub-task delegated to a registered remote A2A agent: its runner relays the
     /// goal to that agent and the remote task's states back.
     pub remote_agent: Option<String>,
+    /// The remote agent's task, once known (a relay taken over subscribes to it).
+    pub remote_task: Option<String>,
 }
 
 /// An open `ask_participant` request.

@@ -4,6 +4,7 @@
 
 mod echo;
 mod model;
+mod remote;
 mod tck;
 
 use a2a::{Artifact, Message};
@@ -35,6 +36,8 @@ pub enum TurnEnd {
     /// The run asked a participant (`ask_participant`): INPUT_REQUIRED with the request as
     /// the status message, until the asked participant answers.
     AwaitAnswer(HelpRequest),
+    /// A relayed sub-task: the state the remote agent's task reached.
+    Remote(a2a::TaskState),
 }
 
 /// One artifact (or one chunk of it) produced by a turn.

@@ -35,8 +35,9 @@ pub struct ModelAgentConfig {
     pub models: Models,
     pub catalog: ModelCatalog,
     pub skills: Arc<SkillLibrary>,
-    /// Ids of the registered remote A2A agents `spawn_subtask` may name.
-    pub remote_agents: Vec<String>,
+    /// The registered remote A2A agents `spawn_subtask` may name: id → base URL (where its
+    /// agent card is).
+    pub remote_agents: std::collections::BTreeMap<String, String>,
     /// Model calls one run may make (SPEC: 50).
     pub max_turns: usize,
     /// What the system prompt says before the task.
@@ -50,7 +51,7 @@ impl ModelAgentConfig {
             models: Models::offline(),
             catalog: ModelCatalog::echo_only(),
             skills: Arc::new(SkillLibrary::empty()),
-            remote_agents: Vec::new(),
+            remote_agents: std::collections::BTreeMap::new(),
             max_turns: 50,
             instructions: DEFAULT_INSTRUCTIONS.to_owned(),
         }
@@ -94,6 +95,9 @@ impl Entry {
 pub struct ModelAgent {
     config: ModelAgentConfig,
     tools: Vec<ToolDefinition>,
+    remote_ids: Vec<String>,
+    /// The A2A client of relayed sub-tasks.
+    http: reqwest::Client,
 }
 
 impl ModelAgent {
@@ -107,7 +111,13 @@ impl ModelAgent {
                 input_schema: spec.input_schema.clone(),
             })
             .collect();
-        Self { config, tools }
+        let remote_ids = config.remote_agents.keys().cloned().collect();
+        Self {
+            config,
+            tools,
+            remote_ids,
+            http: reqwest::Client::new(),
+        }
     }
 
     fn request(&self, task: &StoredTask, turns: Vec<Turn>) -> ModelRequest {
@@ -149,6 +159,7 @@ struct Applied {
 /// give the same outcome, so a turn applied again after a conflict is the same turn).
 fn apply_calls(
     config: &ModelAgentConfig,
+    remote_ids: &[String],
     agent_id: &str,
     task: &StoredTask,
     actor: &str,
@@ -157,7 +168,7 @@ fn apply_calls(
     let env = ToolEnv {
         agent_id,
         skills: &config.skills,
-        remote_agents: &config.remote_agents,
+        remote_agents: remote_ids,
     };
     let mut working = working_task(task);
     let mut applied = Applied::default();
@@ -203,6 +214,10 @@ fn apply_calls(
 #[async_trait]
 impl Agent for ModelAgent {
     async fn run(&self, turn: &mut TurnContext<'_>) -> Result<AgentReply, StoreError> {
+        if let Some(remote) = turn.task().record.agent.remote_agent.clone() {
+            let base = self.config.remote_agents.get(&remote).cloned();
+            return super::remote::relay(&self.http, base.as_deref(), &remote, turn).await;
+        }
         let task_id = turn.task().record.id.clone();
         let message_id = turn.message().message_id.clone();
         let stored: Vec<Entry> = turn
@@ -276,8 +291,14 @@ impl Agent for ModelAgent {
             let mut entries = Vec::new();
             let committed = turn
                 .commit_turn(|task| {
-                    let applied =
-                        apply_calls(&self.config, &agent_id, task, &actor, &reply.tool_calls);
+                    let applied = apply_calls(
+                        &self.config,
+                        &self.remote_ids,
+                        &agent_id,
+                        task,
+                        &actor,
+                        &reply.tool_calls,
+                    );
                     results = applied.results.clone();
                     help = applied.help;
                     entries = pending.clone();
