@@ -55,6 +55,12 @@ pub struct FunctionConfig {
     /// (default 3000, at most a tenth of the invocation's time left), so it closes cleanly
     /// instead of being cut by the timeout.
     pub stream_end_margin: Duration,
+    /// `RUNNER_FUNCTION`: the function `returnImmediately` runs are handed to (unset: they
+    /// run in the invocation that took the message, which then ends only when they do).
+    pub runner_function: Option<String>,
+    /// `LEASE_TTL_SECS`: how long a run's lease lasts unrenewed (default 30): a runner that
+    /// dies is replaced by the sweeper after at most this long.
+    pub lease_ttl: Duration,
 }
 
 fn var(name: &'static str) -> Option<String> {
@@ -125,6 +131,18 @@ impl FunctionConfig {
                     .map_err(|_| invalid("STREAM_END_MARGIN_MS", "not a number of milliseconds"))?,
             ),
         };
+        let lease_ttl = match lookup("LEASE_TTL_SECS") {
+            None => Duration::from_secs(30),
+            Some(secs) => match secs.parse::<u64>() {
+                Ok(secs) if secs > 0 => Duration::from_secs(secs),
+                _ => {
+                    return Err(invalid(
+                        "LEASE_TTL_SECS",
+                        "not a positive number of seconds",
+                    ));
+                }
+            },
+        };
         Ok(Self {
             table,
             base_url,
@@ -135,6 +153,8 @@ impl FunctionConfig {
             agent_profile,
             catalog,
             stream_end_margin,
+            runner_function: lookup("RUNNER_FUNCTION"),
+            lease_ttl,
         })
     }
 }
@@ -160,6 +180,8 @@ mod tests {
         assert_eq!(c.default_participant, None);
         assert_eq!(c.catalog.default_model().id, "echo");
         assert_eq!(c.stream_end_margin, Duration::from_secs(3));
+        assert_eq!(c.runner_function, None);
+        assert_eq!(c.lease_ttl, Duration::from_secs(30));
 
         let missing = read(&[("BASE_URL", "https://api.example")]).expect_err("no table");
         assert_eq!(missing.variable, "TABLE_NAME");
@@ -176,6 +198,7 @@ mod tests {
             ("AGENT_PROFILE", "gpt"),
             ("MODEL_CATALOG", "{"),
             ("STREAM_END_MARGIN_MS", "soon"),
+            ("LEASE_TTL_SECS", "0"),
             ("BASE_URL", "api.example"),
         ] {
             let mut pairs = base.to_vec();
@@ -191,6 +214,7 @@ mod tests {
             ("AGENT_PROFILE", "tck"),
             ("DEFAULT_PARTICIPANT", "tck"),
             ("STREAM_END_MARGIN_MS", "500"),
+            ("RUNNER_FUNCTION", "tiny-harness-runner"),
         ])
         .expect("valid");
         assert_eq!(c.auth, AuthMode::Authorizer);
@@ -198,5 +222,6 @@ mod tests {
         assert_eq!(c.agent_profile, AgentProfile::Tck);
         assert_eq!(c.default_participant.as_deref(), Some("tck"));
         assert_eq!(c.stream_end_margin, Duration::from_millis(500));
+        assert_eq!(c.runner_function.as_deref(), Some("tiny-harness-runner"));
     }
 }

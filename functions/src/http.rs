@@ -61,6 +61,13 @@ impl App {
         }
     }
 
+    /// Hands `returnImmediately` runs to `dispatcher` (the runner function) instead of
+    /// running them before the invocation ends.
+    pub fn with_dispatcher(mut self, dispatcher: Arc<dyn a2a_service::RunDispatcher>) -> Self {
+        self.service = self.service.with_dispatcher(dispatcher);
+        self
+    }
+
     pub fn service(&self) -> &Service {
         &self.service
     }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod http;
 pub mod identity;
 pub mod notifier;
+pub mod runner;
 mod service;
 
 use std::sync::Arc;
@@ -61,8 +62,11 @@ pub async fn run_http(serves: Serves) -> Result<(), lambda_runtime::Error> {
     let (sdk, store) = store(&config).await;
     let agent =
         service::agent(&config, &sdk).map_err(|e| lambda_runtime::Error::from(e.to_string()))?;
-    let app = App::with_agent(store, &config, serves, agent);
-    tracing::info!(?serves, table = %config.table, auth = ?config.auth, "function ready");
+    let mut app = App::with_agent(store, &config, serves, agent);
+    if let Some(dispatcher) = runner::dispatcher(&sdk, config.runner_function.as_deref()) {
+        app = app.with_dispatcher(dispatcher);
+    }
+    tracing::info!(?serves, table = %config.table, auth = ?config.auth, runner = ?config.runner_function, "function ready");
     if streams(serves) {
         http::run_streaming(app).await
     } else {
@@ -95,5 +99,44 @@ pub async fn run_notifier() -> Result<(), lambda_runtime::Error> {
             async move { Ok::<_, lambda_runtime::Error>(notifier.handle(&event.payload).await) }
         },
     ))
+    .await
+}
+
+/// The service a background function runs tasks with (no HTTP in front).
+async fn background_service() -> Result<a2a_service::Service, lambda_runtime::Error> {
+    let config = FunctionConfig::from_env()?;
+    let (sdk, store) = store(&config).await;
+    let agent =
+        service::agent(&config, &sdk).map_err(|e| lambda_runtime::Error::from(e.to_string()))?;
+    tracing::info!(table = %config.table, "function ready");
+    Ok(service::background(store, &config, agent))
+}
+
+/// The `main` of the runner: one handed-off run per invocation (see [`runner`]).
+pub async fn run_runner() -> Result<(), lambda_runtime::Error> {
+    init_tracing();
+    let service = Arc::new(background_service().await?);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<runner::RunRequest>| {
+        let service = Arc::clone(&service);
+        async move {
+            Ok::<_, lambda_runtime::Error>(runner::run_task(service.runner(), event.payload).await)
+        }
+    }))
+    .await
+}
+
+/// The `main` of the sweeper: on a schedule, the tasks whose runner died (see [`runner`]).
+pub async fn run_sweeper() -> Result<(), lambda_runtime::Error> {
+    init_tracing();
+    let service = Arc::new(background_service().await?);
+    lambda_runtime::run(service_fn(move |_: LambdaEvent<serde_json::Value>| {
+        let service = Arc::clone(&service);
+        async move {
+            runner::sweep(service.runner())
+                .await
+                // A failed sweep is retried by the next tick; the error names only the store.
+                .map_err(|e| lambda_runtime::Error::from(e.to_string()))
+        }
+    }))
     .await
 }

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use a2a_service::{Agent, ModelAgent, ModelAgentConfig, ServiceConfig, TckAgent};
+use a2a_service::{Agent, ModelAgent, ModelAgentConfig, Service, ServiceConfig, TckAgent};
+use task_store::Store;
 
 use crate::config::{AgentProfile, FunctionConfig};
 
@@ -14,6 +15,7 @@ pub fn service_config(config: &FunctionConfig) -> ServiceConfig {
     service.default_participant = config.default_participant.clone();
     service.allow_private_webhooks = config.allow_private_webhooks;
     service.catalog = config.catalog.clone();
+    service.lease_ttl = config.lease_ttl;
     // Names this execution environment in lease owners (diagnostics).
     service.instance_id = format!(
         "lambda-{}-{}",
@@ -47,4 +49,13 @@ pub fn offline_agent(config: &FunctionConfig) -> Arc<dyn Agent> {
         ))),
         AgentProfile::Tck => Arc::new(TckAgent::new()),
     }
+}
+
+/// The service of the background functions (runner, sweeper) over `store`.
+pub fn background(
+    store: Arc<dyn Store>,
+    config: &FunctionConfig,
+    agent: Arc<dyn Agent>,
+) -> Service {
+    Service::new(store, service_config(config), agent, None)
 }

@@ -111,6 +111,72 @@ async fn the_functions_under_cargo_lambda_watch() {
         format!("{}/", client.base)
     );
 
+    // `returnImmediately`: send-message answers with the task working and hands its run to
+    // the runner function (an asynchronous invoke through the emulator's Lambda API), which
+    // takes it to INPUT_REQUIRED; the sweeper, invoked as its schedule would, finds nothing
+    // to resume.
+    let (status, sent) = client
+        .json(
+            post.clone(),
+            "/message:send",
+            Some(json!({
+                "message": message(Some("alice"), "check the stock"),
+                "configuration": {"returnImmediately": true}
+            })),
+        )
+        .await;
+    assert_eq!(status, 200, "{sent}");
+    // Lambda answers an `Event` invoke at once (202); the emulator runs it before answering,
+    // so here the answer may already show the run's end.
+    let answered = sent["task"]["status"]["state"].as_str().unwrap().to_owned();
+    assert!(
+        ["TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"].contains(&answered.as_str()),
+        "{sent}"
+    );
+    let handed = sent["task"]["id"].as_str().unwrap().to_owned();
+    let until = std::time::Instant::now() + WAIT;
+    loop {
+        let (status, read) = client
+            .json(get.clone(), &format!("/tasks/{handed}"), None)
+            .await;
+        assert_eq!(status, 200, "{read}");
+        if read["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the runner never ran it: {read}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The runner function ran it, with the lease send-message took.
+    let log = std::env::var("LAMBDA_WATCH_LOG").expect("LAMBDA_WATCH_LOG (tests/lambda/run.sh)");
+    let log = std::fs::read_to_string(log).expect("the emulator's log");
+    assert!(
+        log.lines().any(|line| line.contains(r#""message":"run""#)
+            && line.contains(&format!(r#""task_id":"{handed}""#))
+            && line.contains(r#""handed_lease":true"#)),
+        "no runner invocation for {handed} in the emulator's log"
+    );
+    let response = client
+        .http
+        .post(format!(
+            "{}/2015-03-31/functions/sweeper/invocations",
+            client.base
+        ))
+        .json(&json!({
+            "version": "0", "id": "tick", "detail-type": "Scheduled Event",
+            "source": "aws.events", "account": "000000000000", "time": "2026-12-01T00:00:00Z",
+            "region": "us-east-1", "resources": [], "detail": {}
+        }))
+        .timeout(WAIT)
+        .send()
+        .await
+        .expect("invoke the sweeper");
+    assert_eq!(response.status().as_u16(), 200);
+    let swept: Value = response.json().await.unwrap();
+    assert_eq!(swept, json!({"resumed": []}));
+
     // A new task with an inline push config (send-message function).
     let (status, sent) = client
         .json(

@@ -6,8 +6,7 @@
 #
 #   tests/lambda/run.sh
 #
-# Builds the function binaries first (what `cargo lambda watch` runs is `cargo run --bin
-# <function>`, so nothing is compiled on an invocation), then runs DynamoDB Local, the
+# Builds the function binaries first, then runs DynamoDB Local, the
 # emulator and the test together in a private network namespace that reaches only loopback
 # (localstack/dynamodb-local.sh run), where every process started is stopped at the end.
 set -euo pipefail
@@ -30,7 +29,11 @@ outside() {
   fi
   PATH=$venv/bin:$PATH cargo lambda --version >&2
   log "building the function binaries and the test"
-  cargo build -p functions --bins
+  # What `cargo lambda watch` runs is `cargo run --bin <function>` at the workspace root, which
+  # resolves features across every member; `-p functions` would resolve them for that crate
+  # alone, build differently featured dependencies and leave the first invocation to compile
+  # them (minutes on a cold machine). Building every member's binaries matches it exactly.
+  cargo build --workspace --bins
   cargo test -p functions --test watch --no-run
   log "built in $(($(date +%s) - t0))s"
   exec localstack/dynamodb-local.sh run -- "$0" --inside
@@ -71,7 +74,7 @@ inside() {
   fi
 
   set +e
-  LAMBDA_WATCH_URL=http://127.0.0.1:9000 cargo test -p functions --test watch -- --ignored --nocapture
+  LAMBDA_WATCH_URL=http://127.0.0.1:9000 LAMBDA_WATCH_LOG=$tmp/watch.log cargo test -p functions --test watch -- --ignored --nocapture
   rc=$?
   set -e
   if [[ $rc != 0 ]]; then

@@ -225,10 +225,10 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop_process();
-        if std::thread::panicking() {
-            if let Some(dir) = &self.dir {
-                eprintln!("{}", read_log(&dir.path().join("server.log")));
-            }
+        if std::thread::panicking()
+            && let Some(dir) = &self.dir
+        {
+            eprintln!("{}", read_log(&dir.path().join("server.log")));
         }
     }
 }

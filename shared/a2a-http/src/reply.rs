@@ -116,11 +116,11 @@ pub(crate) fn sse(frames: BoxStream<'static, Bytes>) -> Response<Body> {
 
 /// Echoes the activated extensions in `A2A-Extensions` (nothing when none were activated).
 pub(crate) fn with_extensions(mut resp: Response<Body>, extensions: &[String]) -> Response<Body> {
-    if !extensions.is_empty() {
-        if let Ok(value) = HeaderValue::from_str(&extensions.join(",")) {
-            resp.headers_mut()
-                .insert(HeaderName::from_static("a2a-extensions"), value);
-        }
+    if !extensions.is_empty()
+        && let Ok(value) = HeaderValue::from_str(&extensions.join(","))
+    {
+        resp.headers_mut()
+            .insert(HeaderName::from_static("a2a-extensions"), value);
     }
     resp
 }

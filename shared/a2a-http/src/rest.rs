@@ -128,12 +128,12 @@ fn resolve(path: &str, prefix: &str) -> Result<Option<(Route, Option<String>)>, 
     if let Some(route) = match_route(&segments)? {
         return Ok(Some((route, None)));
     }
-    if let [tenant, tail @ ..] = segments.as_slice() {
-        if !tenant.is_empty() && !tail.is_empty() {
-            if let Some(route) = match_route(tail)? {
-                return Ok(Some((route, Some(decode_segment(tenant)?))));
-            }
-        }
+    if let [tenant, tail @ ..] = segments.as_slice()
+        && !tenant.is_empty()
+        && !tail.is_empty()
+        && let Some(route) = match_route(tail)?
+    {
+        return Ok(Some((route, Some(decode_segment(tenant)?))));
     }
     Ok(None)
 }

@@ -106,10 +106,10 @@ fn install_panic_hook() {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             let thread = std::thread::current();
-            if let (Some(name), Ok(mut panics)) = (thread.name(), WORKER_PANICS.lock()) {
-                if name.starts_with("fuzz-rt-") {
-                    panics.push(name.to_owned());
-                }
+            if let (Some(name), Ok(mut panics)) = (thread.name(), WORKER_PANICS.lock())
+                && name.starts_with("fuzz-rt-")
+            {
+                panics.push(name.to_owned());
             }
             previous(info);
         }));

@@ -22,4 +22,4 @@ pub use config::ServiceConfig;
 pub use error::ServiceError;
 pub use listener::EventListener;
 pub use runner::Runner;
-pub use service::Service;
+pub use service::{RunDispatcher, Service};

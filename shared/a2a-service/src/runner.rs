@@ -168,6 +168,12 @@ impl Runner {
         self.report(task_id, self.try_run(task_id, None).await);
     }
 
+    /// Runs the task here and now: with `lease` when the caller hands one over (a run
+    /// dispatched by another process), else by taking it.
+    pub async fn run_with(&self, task_id: &str, lease: Option<Lease>) {
+        self.report(task_id, self.try_run(task_id, lease).await);
+    }
+
     fn report(&self, task_id: &str, outcome: Result<(), StoreError>) {
         if let Err(err) = outcome {
             warn!(task_id, error = %err, "run stopped; the inbox keeps what was not processed");

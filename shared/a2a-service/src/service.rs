@@ -55,6 +55,16 @@ pub struct Service {
     /// Hears every append: wakes this process's streams, then tells the configured listener.
     listener: Arc<dyn EventListener>,
     wakeup: Arc<Wakeup>,
+    /// Where `returnImmediately` runs go (deployed: the runner function); `None`: this
+    /// process runs them in the background.
+    dispatcher: Option<Arc<dyn RunDispatcher>>,
+}
+
+/// Hands a run to another process: the task, and the lease its creator took (or `None`: the
+/// receiver takes the lease itself).
+#[async_trait::async_trait]
+pub trait RunDispatcher: Send + Sync {
+    async fn dispatch(&self, task_id: &str, lease: Option<Lease>) -> Result<(), String>;
 }
 
 /// What intake made of a message.
@@ -199,7 +209,14 @@ impl Service {
             agent,
             listener,
             wakeup,
+            dispatcher: None,
         }
+    }
+
+    /// Hands `returnImmediately` runs to `dispatcher` instead of running them here.
+    pub fn with_dispatcher(mut self, dispatcher: Arc<dyn RunDispatcher>) -> Self {
+        self.dispatcher = Some(dispatcher);
+        self
     }
 
     pub fn runner(&self) -> &Runner {
@@ -679,13 +696,13 @@ impl Service {
         message: &Message,
     ) -> Result<Intake, Retry> {
         let record = &stored.record;
-        if let Some(ctx) = &message.context_id {
-            if *ctx != record.context_id {
-                return Err(Retry::Fail(ServiceError::InvalidParams(format!(
-                    "contextId {ctx} does not match the task's context {}",
-                    record.context_id
-                ))));
-            }
+        if let Some(ctx) = &message.context_id
+            && *ctx != record.context_id
+        {
+            return Err(Retry::Fail(ServiceError::InvalidParams(format!(
+                "contextId {ctx} does not match the task's context {}",
+                record.context_id
+            ))));
         }
         if policy::authorize(&record.extension, sender, Action::Send).is_err() {
             return self
@@ -707,17 +724,17 @@ impl Service {
         }
         // A2UI actions must name a surface and component this task emitted.
         for part in &message.parts {
-            if let (PartContent::Data(data), A2UI_MEDIA_TYPE) = (&part.content, media_type(part)) {
-                if let Err(refused) = record.agent.surfaces.check_client_message(data) {
-                    return self
-                        .refuse(
-                            stored,
-                            sender,
-                            message,
-                            &format!("{}: {refused}", refused.code()),
-                        )
-                        .await;
-                }
+            if let (PartContent::Data(data), A2UI_MEDIA_TYPE) = (&part.content, media_type(part))
+                && let Err(refused) = record.agent.surfaces.check_client_message(data)
+            {
+                return self
+                    .refuse(
+                        stored,
+                        sender,
+                        message,
+                        &format!("{}: {refused}", refused.code()),
+                    )
+                    .await;
             }
         }
         let envelope =
@@ -1064,7 +1081,19 @@ impl A2aApi for Service {
                 lease,
                 ..
             } => {
-                self.start(&task_id, lease);
+                match (&self.dispatcher, immediately) {
+                    (Some(dispatcher), true) => {
+                        if let Err(why) = dispatcher.dispatch(&task_id, lease.clone()).await {
+                            // Run it here rather than leave it to the sweeper.
+                            warn!(
+                                task_id,
+                                why, "the run could not be handed off; running it here"
+                            );
+                            self.start(&task_id, lease);
+                        }
+                    }
+                    _ => self.start(&task_id, lease),
+                }
                 if !immediately {
                     // Blocking: until the task ends or waits on the answer to this message.
                     let mut events =

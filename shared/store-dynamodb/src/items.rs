@@ -258,14 +258,14 @@ pub fn assemble(chunks: Vec<Chunk>) -> Result<Vec<(u64, String)>, Incomplete> {
     let mut docs: Vec<(u64, String)> = Vec::new();
     let mut current: Option<(Chunk, usize)> = None; // chunk 0 of the open document, chunks joined
     for chunk in chunks {
-        if let Some((head, _)) = &current {
-            if head.n != chunk.n {
-                let (head, joined) = current.take().ok_or(Incomplete(chunk.n))?;
-                if joined != head.count {
-                    return Err(Incomplete(head.n));
-                }
-                docs.push((head.n, head.text));
+        if let Some((head, _)) = &current
+            && head.n != chunk.n
+        {
+            let (head, joined) = current.take().ok_or(Incomplete(chunk.n))?;
+            if joined != head.count {
+                return Err(Incomplete(head.n));
             }
+            docs.push((head.n, head.text));
         }
         match &mut current {
             None => {

@@ -586,10 +586,10 @@ fn describe_alternatives(at: &str, alternatives: &[Vec<ValidationError<'static>>
     let mut best_ones = candidates
         .iter()
         .filter(|errors| Some(rank(errors)) == best);
-    if let (Some(only), None) = (best_ones.next(), best_ones.next()) {
-        if let Some(first) = only.first() {
-            return describe(first);
-        }
+    if let (Some(only), None) = (best_ones.next(), best_ones.next())
+        && let Some(first) = only.first()
+    {
+        return describe(first);
     }
     // No alternative stands out: list what each one needs.
     let mut reasons: Vec<String> = Vec::new();

@@ -127,8 +127,8 @@ pub struct AuditEntry {
 /// A push notification config as stored (the A2A shape, with its id always set).
 pub type PushConfig = TaskPushNotificationConfig;
 
-/// A held run lease.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A held run lease (serializable: a run handed to another process carries it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
     pub task_id: String,
     pub owner: String,

@@ -235,22 +235,22 @@ async fn follow(
         })
         .await?;
         // The remote task's id, written once, so a run taken over subscribes to it.
-        if known.is_none() {
-            if let Some(task_id) = seen.task_id.clone() {
-                let written = turn
-                    .commit_turn(|task| {
-                        let mut record = task.record.clone();
-                        record.agent.remote_task = Some(task_id.clone());
-                        TurnWrite {
-                            record: Some(record),
-                            ..TurnWrite::default()
-                        }
-                    })
-                    .await
-                    .map_err(Failure::Store)?;
-                if !written {
-                    return Ok(AgentReply::text(String::new()));
-                }
+        if known.is_none()
+            && let Some(task_id) = seen.task_id.clone()
+        {
+            let written = turn
+                .commit_turn(|task| {
+                    let mut record = task.record.clone();
+                    record.agent.remote_task = Some(task_id.clone());
+                    TurnWrite {
+                        record: Some(record),
+                        ..TurnWrite::default()
+                    }
+                })
+                .await
+                .map_err(Failure::Store)?;
+            if !written {
+                return Ok(AgentReply::text(String::new()));
             }
         }
     }

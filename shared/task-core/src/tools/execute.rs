@@ -325,13 +325,13 @@ fn spawn_subtask(
     args: &SpawnSubtaskArgs,
     env: &ToolEnv<'_>,
 ) -> Result<ToolOutcome, ToolFailure> {
-    if let Some(agent) = &args.agent {
-        if !env.remote_agents.iter().any(|a| a == agent) {
-            return Err(ToolFailure::new(
-                "agent.not_found",
-                format!("no registered remote agent: {agent}"),
-            ));
-        }
+    if let Some(agent) = &args.agent
+        && !env.remote_agents.iter().any(|a| a == agent)
+    {
+        return Err(ToolFailure::new(
+            "agent.not_found",
+            format!("no registered remote agent: {agent}"),
+        ));
     }
     let step = resolve_step(task, args.step.as_deref())?;
     let id = next_child_id(task);
