@@ -61,6 +61,14 @@ pub struct FunctionConfig {
     /// `LEASE_TTL_SECS`: how long a run's lease lasts unrenewed (default 30): a runner that
     /// dies is replaced by the sweeper after at most this long.
     pub lease_ttl: Duration,
+    /// `SKILLS_DIR`: the skills shipped with the deployment (default `skills`, beside the
+    /// function's binary in its package: the working directory of a Lambda function).
+    pub skills_dir: std::path::PathBuf,
+    /// `REMOTE_AGENTS`: the remote A2A agents `spawn_subtask` may delegate to, `ID=URL`
+    /// pairs separated by commas (default none).
+    pub remote_agents: std::collections::BTreeMap<String, String>,
+    /// `MAX_TURNS`: model calls one run may make before the task fails (default 50).
+    pub max_turns: usize,
 }
 
 fn var(name: &'static str) -> Option<String> {
@@ -143,6 +151,18 @@ impl FunctionConfig {
                 }
             },
         };
+        let remote_agents = match lookup("REMOTE_AGENTS") {
+            None => Default::default(),
+            Some(pairs) => a2a_service::config::parse_remote_agents(pairs.split(','))
+                .map_err(|e| invalid("REMOTE_AGENTS", e))?,
+        };
+        let max_turns = match lookup("MAX_TURNS") {
+            None => 50,
+            Some(n) => match n.parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => return Err(invalid("MAX_TURNS", "not a positive number")),
+            },
+        };
         Ok(Self {
             table,
             base_url,
@@ -155,6 +175,11 @@ impl FunctionConfig {
             stream_end_margin,
             runner_function: lookup("RUNNER_FUNCTION"),
             lease_ttl,
+            skills_dir: lookup("SKILLS_DIR")
+                .unwrap_or_else(|| "skills".to_owned())
+                .into(),
+            remote_agents,
+            max_turns,
         })
     }
 }
@@ -182,6 +207,9 @@ mod tests {
         assert_eq!(c.stream_end_margin, Duration::from_secs(3));
         assert_eq!(c.runner_function, None);
         assert_eq!(c.lease_ttl, Duration::from_secs(30));
+        assert_eq!(c.skills_dir, std::path::PathBuf::from("skills"));
+        assert!(c.remote_agents.is_empty());
+        assert_eq!(c.max_turns, 50);
 
         let missing = read(&[("BASE_URL", "https://api.example")]).expect_err("no table");
         assert_eq!(missing.variable, "TABLE_NAME");
@@ -198,6 +226,8 @@ mod tests {
             ("AGENT_PROFILE", "gpt"),
             ("MODEL_CATALOG", "{"),
             ("STREAM_END_MARGIN_MS", "soon"),
+            ("REMOTE_AGENTS", "billing"),
+            ("MAX_TURNS", "0"),
             ("LEASE_TTL_SECS", "0"),
             ("BASE_URL", "api.example"),
         ] {
@@ -215,8 +245,18 @@ mod tests {
             ("DEFAULT_PARTICIPANT", "tck"),
             ("STREAM_END_MARGIN_MS", "500"),
             ("RUNNER_FUNCTION", "tiny-harness-runner"),
+            ("SKILLS_DIR", "/opt/skills"),
+            (
+                "REMOTE_AGENTS",
+                "billing=https://billing.example,search=http://10.0.0.9/",
+            ),
+            ("MAX_TURNS", "8"),
         ])
         .expect("valid");
+        assert_eq!(c.skills_dir, std::path::PathBuf::from("/opt/skills"));
+        assert_eq!(c.remote_agents["search"], "http://10.0.0.9");
+        assert_eq!(c.remote_agents.len(), 2);
+        assert_eq!(c.max_turns, 8);
         assert_eq!(c.auth, AuthMode::Authorizer);
         assert!(c.allow_private_webhooks);
         assert_eq!(c.agent_profile, AgentProfile::Tck);

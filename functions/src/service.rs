@@ -16,6 +16,7 @@ pub fn service_config(config: &FunctionConfig) -> ServiceConfig {
     service.allow_private_webhooks = config.allow_private_webhooks;
     service.catalog = config.catalog.clone();
     service.lease_ttl = config.lease_ttl;
+    service.remote_agents = config.remote_agents.clone();
     // Names this execution environment in lease owners (diagnostics).
     service.instance_id = format!(
         "lambda-{}-{}",
@@ -23,6 +24,16 @@ pub fn service_config(config: &FunctionConfig) -> ServiceConfig {
         std::process::id()
     );
     service
+}
+
+/// The model agent's setup over the offline providers: the catalog, the skills shipped
+/// with the deployment, the remote agents, the turn limit.
+fn model_agent_config(config: &FunctionConfig) -> ModelAgentConfig {
+    let mut setup = ModelAgentConfig::for_catalog(config.catalog.clone());
+    setup.skills = Arc::new(a2a_service::config::load_skills(&config.skills_dir));
+    setup.remote_agents = config.remote_agents.clone();
+    setup.max_turns = config.max_turns;
+    setup
 }
 
 /// The agent of the functions: the model agent over the catalog, with the network providers
@@ -33,7 +44,7 @@ pub fn agent(
 ) -> Result<Arc<dyn Agent>, models::ModelError> {
     Ok(match config.agent_profile {
         AgentProfile::Model => {
-            let mut setup = ModelAgentConfig::for_catalog(config.catalog.clone());
+            let mut setup = model_agent_config(config);
             setup.models = setup.models.with_network_providers(sdk)?;
             Arc::new(ModelAgent::new(setup))
         }
@@ -44,9 +55,7 @@ pub fn agent(
 /// The agent without the network providers (tests, and the offline models).
 pub fn offline_agent(config: &FunctionConfig) -> Arc<dyn Agent> {
     match config.agent_profile {
-        AgentProfile::Model => Arc::new(ModelAgent::new(ModelAgentConfig::for_catalog(
-            config.catalog.clone(),
-        ))),
+        AgentProfile::Model => Arc::new(ModelAgent::new(model_agent_config(config))),
         AgentProfile::Tck => Arc::new(TckAgent::new()),
     }
 }

@@ -161,3 +161,65 @@ async fn the_sweeper_resumes_a_run_that_never_arrived_once_its_lease_expires() {
     let after = runner::sweep(sweeper.service().runner()).await.unwrap();
     assert!(after.resumed.is_empty());
 }
+
+/// A catalog of one scripted model playing `script` (written under `dir`).
+fn scripted_catalog(dir: &std::path::Path, script: &Value) -> String {
+    let path = dir.join("script.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    json!({"default_model": "scripted", "models": [
+        {"id": "scripted", "provider": "scripted", "settings": {"script": path}}
+    ]})
+    .to_string()
+}
+
+async fn send_blocking(deployment: &Deployment, text: &str) -> Value {
+    let serves = Serves::Rest(Method::SendMessage);
+    let app = deployment.app(serves);
+    let call = Call::post(
+        "/message:send",
+        &json!({"message": message(Some("alice"), text)}),
+    );
+    let got = invoke(
+        &app,
+        serves,
+        call.request(Payload::RestV1, plain(Payload::RestV1)),
+    )
+    .await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    got.json()["task"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_functions_agent_reads_the_shipped_skills_and_keeps_the_turn_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let skills = format!("{}/../skills", env!("CARGO_MANIFEST_DIR"));
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "list_skills"}, {"name": "load_skill", "arguments": {"name": "summarize"}}]},
+        {"text": "summarised"}
+    ]});
+    let catalog = scripted_catalog(dir.path(), &script);
+    let deployment = Deployment::with_env(&[("MODEL_CATALOG", &catalog), ("SKILLS_DIR", &skills)]);
+    let task = send_blocking(&deployment, "summarise this").await;
+    let id = task["id"].as_str().unwrap();
+    let results: Vec<String> = deployment
+        .store
+        .transcript(id, 0)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e["turn"]["role"] == "tool_results")
+        .flat_map(|e| e["turn"]["results"].as_array().unwrap().clone())
+        .map(|r| r["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(results[0].contains("summarize"), "{}", results[0]);
+    assert!(!results[1].contains("[skill."), "{}", results[1]);
+
+    // One model call allowed, and the script calls a tool on its first: FAILED.
+    let deployment = Deployment::with_env(&[
+        ("MODEL_CATALOG", &catalog),
+        ("SKILLS_DIR", &skills),
+        ("MAX_TURNS", "1"),
+    ]);
+    let task = send_blocking(&deployment, "summarise this").await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
+}

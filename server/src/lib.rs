@@ -20,7 +20,6 @@ use http_body_util::BodyExt;
 use store_dynamodb::DynamoDbStore;
 use store_embedded::EmbeddedStore;
 use task_core::commands::ModelCatalog;
-use task_core::skills::SkillLibrary;
 use task_store::Store;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -119,36 +118,6 @@ struct App {
     http: HttpConfig,
 }
 
-/// `ID=URL` pairs of the remote agents.
-fn remote_agents(pairs: &[String]) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
-    pairs
-        .iter()
-        .map(|pair| {
-            let (id, url) = pair
-                .split_once('=')
-                .filter(|(id, url)| !id.is_empty() && url.starts_with("http"))
-                .with_context(|| format!("--remote-agent {pair:?} is not ID=http(s)://…"))?;
-            Ok((id.to_owned(), url.trim_end_matches('/').to_owned()))
-        })
-        .collect()
-}
-
-/// The skills directory, or none (logged) when it is missing or unreadable.
-fn load_skills(dir: &std::path::Path) -> SkillLibrary {
-    match SkillLibrary::load_dir(dir) {
-        Ok((library, skipped)) => {
-            for skip in skipped {
-                tracing::warn!(skill = ?skip, "a skill was not loaded");
-            }
-            library
-        }
-        Err(err) => {
-            tracing::info!(dir = %dir.display(), error = %err, "no skills loaded");
-            SkillLibrary::empty()
-        }
-    }
-}
-
 fn load_catalog(path: &std::path::Path) -> anyhow::Result<ModelCatalog> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the model catalog {}", path.display()))?;
@@ -218,7 +187,8 @@ impl Server {
         config.allow_private_webhooks = options.allow_private_webhooks;
         config.catalog = catalog.clone();
         config.lease_ttl = Duration::from_secs(options.lease_ttl_secs.max(1));
-        config.remote_agents = remote_agents(&options.remote_agents)?;
+        config.remote_agents = a2a_service::config::parse_remote_agents(&options.remote_agents)
+            .map_err(|e| anyhow::anyhow!("--remote-agent {e}"))?;
         let agent: Arc<dyn Agent> = match options.agent_profile {
             AgentProfile::Tck => Arc::new(TckAgent::new()),
             AgentProfile::Model => {
@@ -229,7 +199,7 @@ impl Server {
                     .models
                     .with_network_providers(&store_dynamodb::sdk_config().await)
                     .map_err(|e| anyhow::anyhow!("model providers: {e}"))?;
-                setup.skills = Arc::new(load_skills(&options.skills_dir));
+                setup.skills = Arc::new(a2a_service::config::load_skills(&options.skills_dir));
                 setup.remote_agents = config.remote_agents.clone();
                 setup.max_turns = options.max_turns;
                 Arc::new(ModelAgent::new(setup))

@@ -60,3 +60,76 @@ impl ServiceConfig {
         }
     }
 }
+
+/// Parses the registered remote agents from `ID=URL` pairs (the URL of the agent's card or
+/// its base URL, `http` or `https`), as both hosts take them (`--remote-agent`,
+/// `REMOTE_AGENTS`). The error names the pair that is wrong.
+pub fn parse_remote_agents<S: AsRef<str>>(
+    pairs: impl IntoIterator<Item = S>,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let mut agents = std::collections::BTreeMap::new();
+    for pair in pairs {
+        let pair = pair.as_ref().trim();
+        if pair.is_empty() {
+            continue;
+        }
+        let (id, url) = pair
+            .split_once('=')
+            .map(|(id, url)| (id.trim(), url.trim()))
+            .filter(|(id, url)| {
+                !id.is_empty() && (url.starts_with("http://") || url.starts_with("https://"))
+            })
+            .ok_or_else(|| format!("{pair:?} is not ID=http(s)://…"))?;
+        let url = url
+            .trim_end_matches("/.well-known/agent-card.json")
+            .trim_end_matches('/');
+        if agents.insert(id.to_owned(), url.to_owned()).is_some() {
+            return Err(format!("the remote agent {id:?} is registered twice"));
+        }
+    }
+    Ok(agents)
+}
+
+/// The skills shipped with the service (a directory per skill, each with a `SKILL.md`), or
+/// none when the directory is missing or unreadable; skills that cannot be loaded are
+/// logged and left out, the rest still load.
+pub fn load_skills(dir: &std::path::Path) -> task_core::skills::SkillLibrary {
+    use task_core::skills::SkillLibrary;
+    match SkillLibrary::load_dir(dir) {
+        Ok((library, skipped)) => {
+            for skip in skipped {
+                tracing::warn!(skill = ?skip, "a skill was not loaded");
+            }
+            library
+        }
+        Err(err) => {
+            tracing::info!(dir = %dir.display(), error = %err, "no skills loaded");
+            SkillLibrary::empty()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn remote_agents_are_id_url_pairs() {
+        let agents = parse_remote_agents([
+            "billing=https://billing.example/",
+            " search = http://127.0.0.1:9/.well-known/agent-card.json",
+            "",
+        ])
+        .expect("valid pairs");
+        assert_eq!(agents["billing"], "https://billing.example");
+        assert_eq!(agents["search"], "http://127.0.0.1:9");
+        for bad in ["billing", "=https://x", "billing=ftp://x", "billing=x"] {
+            assert!(parse_remote_agents([bad]).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse_remote_agents(["a=http://x", "a=http://y"]).unwrap_err(),
+            "the remote agent \"a\" is registered twice"
+        );
+    }
+}
