@@ -19,7 +19,7 @@ use clap::{Parser, ValueEnum};
 use http_body_util::BodyExt;
 use store_dynamodb::DynamoDbStore;
 use store_embedded::EmbeddedStore;
-use task_core::commands::ModelCatalog;
+use task_core::commands::{ModelCatalog, ProviderKind};
 use task_store::Store;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -193,12 +193,18 @@ impl Server {
             AgentProfile::Tck => Arc::new(TckAgent::new()),
             AgentProfile::Model => {
                 let mut setup = ModelAgentConfig::for_catalog(catalog);
-                // Bedrock and OpenAI-compatible models: credentials and keys are read from
-                // the environment when a model of theirs is first called.
+                // OpenAI-compatible models: keys are read from the environment at each
+                // call. Bedrock's credentials and region are looked up only when the catalog
+                // has a Bedrock model, so that an offline start asks nothing of AWS.
                 setup.models = setup
                     .models
-                    .with_network_providers(&store_dynamodb::sdk_config().await)
+                    .with_openai()
                     .map_err(|e| anyhow::anyhow!("model providers: {e}"))?;
+                if setup.catalog.uses(ProviderKind::Bedrock) {
+                    setup.models = setup
+                        .models
+                        .with_bedrock(&store_dynamodb::sdk_config().await);
+                }
                 setup.skills = Arc::new(a2a_service::config::load_skills(&options.skills_dir));
                 setup.remote_agents = config.remote_agents.clone();
                 setup.max_turns = options.max_turns;

@@ -187,12 +187,20 @@ impl Models {
         self,
         sdk_config: &aws_config::SdkConfig,
     ) -> Result<Self, ModelError> {
-        Ok(self
-            .with(ProviderKind::Openai, Arc::new(OpenAiModel::new()?))
-            .with(
-                ProviderKind::Bedrock,
-                Arc::new(BedrockModel::new(sdk_config)),
-            ))
+        Ok(self.with_openai()?.with_bedrock(sdk_config))
+    }
+
+    /// Adds `openai` (keys read from the environment at each call).
+    pub fn with_openai(self) -> Result<Self, ModelError> {
+        Ok(self.with(ProviderKind::Openai, Arc::new(OpenAiModel::new()?)))
+    }
+
+    /// Adds `bedrock` over `sdk_config` (its credentials and region).
+    pub fn with_bedrock(self, sdk_config: &aws_config::SdkConfig) -> Self {
+        self.with(
+            ProviderKind::Bedrock,
+            Arc::new(BedrockModel::new(sdk_config)),
+        )
     }
 
     /// Serves the models of `kind` with `provider`.

@@ -156,6 +156,11 @@ impl ModelCatalog {
         &self.models
     }
 
+    /// Whether any listed model is served by `provider`.
+    pub fn uses(&self, provider: ProviderKind) -> bool {
+        self.models.iter().any(|m| m.provider == provider)
+    }
+
     pub fn get(&self, id: &str) -> Option<&ModelSpec> {
         self.models.iter().find(|m| m.id == id)
     }
@@ -410,6 +415,14 @@ mod tests {
         let mut task = TaskExtension::new("n", "g");
         task.model = Some("retired".into());
         assert_eq!(catalog().model_for(&task).id, "echo");
+    }
+
+    #[test]
+    fn the_catalog_says_which_providers_it_needs() {
+        let catalog = catalog();
+        assert!(catalog.uses(ProviderKind::Bedrock));
+        assert!(!catalog.uses(ProviderKind::Scripted));
+        assert!(!ModelCatalog::echo_only().uses(ProviderKind::Bedrock));
     }
 
     #[test]
