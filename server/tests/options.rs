@@ -103,3 +103,31 @@ async fn logs_are_json_lines_and_sigterm_stops_gracefully() {
         "{messages:?}"
     );
 }
+
+/// What examples/README.md promises: the example catalog's scripted model plans, loads the
+/// shipped skill, completes both steps and answers, offline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_catalog_runs_its_scripted_demo_offline() {
+    let server = Server::builder()
+        .in_workspace_root()
+        .arg("--model-catalog")
+        .arg("examples/catalog.json")
+        .start();
+    let api = server.client().api(Binding::JsonRpc);
+    let task = api
+        .send_ok(send_req(text("alice", "Refund order 48213")))
+        .await;
+    assert_eq!(
+        status_text(&task),
+        "Order 48213 is refunded in full: the parcel was lost in transit.",
+        "{task}"
+    );
+    let steps = ext(&task)["plan"]["steps"].as_array().unwrap().clone();
+    assert_eq!(steps.len(), 2, "{task}");
+    assert!(steps.iter().all(|s| s["state"] == "done"), "{task}");
+
+    let switched = api
+        .send_ok(send_req(on(text("alice", "/model echo"), &task)))
+        .await;
+    assert_eq!(ext(&switched)["model"], "echo", "{switched}");
+}

@@ -40,6 +40,7 @@ pub struct ServerBuilder {
     allow_private_webhooks: bool,
     data_dir: Option<TempDir>,
     args: Vec<String>,
+    workspace_cwd: bool,
 }
 
 impl ServerBuilder {
@@ -56,6 +57,13 @@ impl ServerBuilder {
     /// More command-line arguments.
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.args.push(arg.into());
+        self
+    }
+
+    /// Run from the workspace root, as a developer does (relative paths such as `./skills`
+    /// and the examples' script resolve there); the package directory otherwise.
+    pub fn in_workspace_root(mut self) -> Self {
+        self.workspace_cwd = true;
         self
     }
 
@@ -89,6 +97,9 @@ impl ServerBuilder {
             command.arg("--allow-private-webhooks");
         }
         command.args(&self.args);
+        if self.workspace_cwd {
+            command.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        }
         // Only the flags above configure it.
         for var in [
             "TH_ADDR",
