@@ -37,22 +37,12 @@ impl RunDispatcher for Handed {
     }
 }
 
-async fn send_immediately(deployment: &Deployment, handed: &Arc<Handed>) -> Value {
+/// Sends `body` to the send-message function `app` and returns the task it answers with.
+async fn send(app: &Arc<functions::App>, body: Value) -> Value {
     let serves = Serves::Rest(Method::SendMessage);
-    let app = Arc::new(
-        Arc::into_inner(deployment.app(serves))
-            .unwrap()
-            .with_dispatcher(handed.clone()),
-    );
-    let call = Call::post(
-        "/message:send",
-        &json!({
-            "message": message(Some("alice"), "check the stock"),
-            "configuration": {"returnImmediately": true}
-        }),
-    );
+    let call = Call::post("/message:send", &body);
     let got = invoke(
-        &app,
+        app,
         serves,
         call.request(Payload::RestV1, plain(Payload::RestV1)),
     )
@@ -61,7 +51,21 @@ async fn send_immediately(deployment: &Deployment, handed: &Arc<Handed>) -> Valu
     got.json()["task"].clone()
 }
 
-async fn state(deployment: &Deployment, id: &str) -> String {
+async fn send_immediately(deployment: &Deployment, handed: &Arc<Handed>) -> Value {
+    let app = Arc::new(
+        Arc::into_inner(deployment.app(Serves::Rest(Method::SendMessage)))
+            .unwrap()
+            .with_dispatcher(handed.clone()),
+    );
+    let body = json!({
+        "message": message(Some("alice"), "check the stock"),
+        "configuration": {"returnImmediately": true}
+    });
+    send(&app, body).await
+}
+
+/// The task as alice reads it through the get-task function.
+async fn get_task(deployment: &Deployment, id: &str) -> Value {
     let serves = Serves::Rest(Method::GetTask);
     let app = deployment.app(serves);
     let call = Call::get(format!("/tasks/{id}")).participant("alice");
@@ -72,7 +76,14 @@ async fn state(deployment: &Deployment, id: &str) -> String {
     )
     .await;
     assert_eq!(got.status, 200, "{}", got.body);
-    got.json()["status"]["state"].as_str().unwrap().to_owned()
+    got.json()
+}
+
+async fn state(deployment: &Deployment, id: &str) -> String {
+    get_task(deployment, id).await["status"]["state"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,22 +120,14 @@ async fn a_handed_run_is_run_by_the_runner_with_the_senders_lease() {
     // is spent, the inbox empty; nothing runs twice.
     let again = runner::run_task(runner_function.service().runner(), runs[0].clone()).await;
     assert_eq!(again.task_id, id);
-    let serves = Serves::Rest(Method::GetTask);
-    let app = deployment.app(serves);
-    let call = Call::get(format!("/tasks/{id}")).participant("alice");
-    let got = invoke(
-        &app,
-        serves,
-        call.request(Payload::RestV1, plain(Payload::RestV1)),
-    )
-    .await;
-    let agent_replies = got.json()["history"]
+    let task = get_task(&deployment, &id).await;
+    let agent_replies = task["history"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|m| m["role"] == "ROLE_AGENT")
         .count();
-    assert_eq!(agent_replies, 1, "{}", got.body);
+    assert_eq!(agent_replies, 1, "{task}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,20 +176,8 @@ fn scripted_catalog(dir: &std::path::Path, script: &Value) -> String {
 }
 
 async fn send_blocking(deployment: &Deployment, text: &str) -> Value {
-    let serves = Serves::Rest(Method::SendMessage);
-    let app = deployment.app(serves);
-    let call = Call::post(
-        "/message:send",
-        &json!({"message": message(Some("alice"), text)}),
-    );
-    let got = invoke(
-        &app,
-        serves,
-        call.request(Payload::RestV1, plain(Payload::RestV1)),
-    )
-    .await;
-    assert_eq!(got.status, 200, "{}", got.body);
-    got.json()["task"].clone()
+    let app = deployment.app(Serves::Rest(Method::SendMessage));
+    send(&app, json!({"message": message(Some("alice"), text)})).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
