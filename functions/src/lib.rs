@@ -1,5 +1,6 @@
-//! The Lambda functions: one per A2A method behind its REST route, the JSON-RPC endpoint
-//! (every method), the agent card, and the push notifier. Each binary in `src/bin/` is one
+//! The Lambda functions: one per A2A method behind its REST route (one, `task`, for the three
+//! methods on `/tasks/{id}`, which API Gateway sees as one resource), the JSON-RPC endpoint
+//! (every method), the agent card, the push notifier, the runner and the sweeper. Each binary in `src/bin/` is one
 //! call into this library, which reads the configuration from the environment and builds
 //! the clients once, at init; every invocation then runs the shared handlers of `a2a-http`
 //! over the DynamoDB store, exactly as the local server runs them over its own store.
@@ -45,15 +46,6 @@ async fn store(config: &FunctionConfig) -> (aws_config::SdkConfig, Arc<DynamoDbS
     )
 }
 
-/// Whether a function answers by streaming (SSE) or with one buffer.
-fn streams(serves: Serves) -> bool {
-    match serves {
-        Serves::JsonRpc | Serves::Everything => true,
-        Serves::Rest(method) => method.is_streaming(),
-        Serves::AgentCard => false,
-    }
-}
-
 /// The `main` of an HTTP function: configuration, clients, then invocations until the
 /// runtime stops. Errors here are init errors (reported to Lambda as such).
 pub async fn run_http(serves: Serves) -> Result<(), lambda_runtime::Error> {
@@ -67,7 +59,7 @@ pub async fn run_http(serves: Serves) -> Result<(), lambda_runtime::Error> {
         app = app.with_dispatcher(dispatcher);
     }
     tracing::info!(?serves, table = %config.table, auth = ?config.auth, runner = ?config.runner_function, "function ready");
-    if streams(serves) {
+    if serves.may_stream() {
         http::run_streaming(app).await
     } else {
         http::run_buffered(app).await

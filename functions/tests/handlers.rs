@@ -52,7 +52,7 @@ async fn every_function_answers_its_method_on_both_payloads() {
         let hook = json!({"url": "http://127.0.0.1:9/a2a", "token": "tok"});
 
         // Cancel last: it ends the task the others work on.
-        let mut functions = HTTP_FUNCTIONS.to_vec();
+        let mut functions = HTTP_ROUTES.to_vec();
         functions.sort_by_key(|(_, serves)| *serves == Serves::Rest(Method::CancelTask));
         for (name, serves) in functions {
             let call = match serves {
@@ -94,7 +94,7 @@ async fn every_function_answers_its_method_on_both_payloads() {
                     Call::post(format!("/tasks/{id}:cancel"), &json!({})).participant("alice")
                 }
                 Serves::Rest(Method::GetExtendedAgentCard) => Call::get("/extendedAgentCard"),
-                Serves::Everything => unreachable!(),
+                Serves::Everything | Serves::TaskResource => unreachable!("routes name methods"),
             };
             let app = deployment.app(serves);
             let mut request = call.request(payload, plain(payload));

@@ -64,7 +64,7 @@ async fn send_immediately(deployment: &Deployment, handed: &Arc<Handed>) -> Valu
     send(&app, body).await
 }
 
-/// The task as alice reads it through the get-task function.
+/// The task as alice reads it through the task function.
 async fn get_task(deployment: &Deployment, id: &str) -> Value {
     let serves = Serves::Rest(Method::GetTask);
     let app = deployment.app(serves);

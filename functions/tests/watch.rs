@@ -219,13 +219,10 @@ async fn the_functions_under_cargo_lambda_watch() {
         ]
     );
 
-    // Subscribe from a second connection (subscribe-to-task process) while a follow-up goes
+    // Subscribe from a second connection (the task function's process) while a follow-up goes
     // through the send-message process: the subscriber sees the other process's events.
     let (tx, mut frames) = tokio::sync::mpsc::unbounded_channel();
-    let subscribe = client.request(
-        get.clone(),
-        &format!("/lambda-url/subscribe-to-task/tasks/{id}:subscribe"),
-    );
+    let subscribe = client.request(get.clone(), &format!("/tasks/{id}:subscribe"));
     let reader = {
         let client = Client {
             base: client.base.clone(),
@@ -256,7 +253,7 @@ async fn the_functions_under_cargo_lambda_watch() {
     );
     reader.await.unwrap();
 
-    // List (list-tasks), read (get-task, and JSON-RPC through the jsonrpc function).
+    // List (list-tasks), read (task, and JSON-RPC through the jsonrpc function).
     let (status, listed) = client.json(get.clone(), "/tasks", None).await;
     assert_eq!(status, 200, "{listed}");
     assert!(
@@ -284,13 +281,9 @@ async fn the_functions_under_cargo_lambda_watch() {
         "{rpc}"
     );
 
-    // Cancel (cancel-task function).
+    // Cancel (the task function again).
     let (status, canceled) = client
-        .json(
-            post.clone(),
-            &format!("/lambda-url/cancel-task/tasks/{id}:cancel"),
-            None,
-        )
+        .json(post.clone(), &format!("/tasks/{id}:cancel"), None)
         .await;
     assert_eq!(status, 200, "{canceled}");
     assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");

@@ -201,13 +201,20 @@ impl Deployment {
         .unwrap()
     }
 
-    pub fn app(&self, serves: Serves) -> Arc<App> {
-        Arc::new(App::new(self.store.clone(), &self.config(), serves))
+    /// The function that answers `route` (see [`function_of`]).
+    pub fn app(&self, route: Serves) -> Arc<App> {
+        Arc::new(App::new(
+            self.store.clone(),
+            &self.config(),
+            function_of(route),
+        ))
     }
 }
 
-/// The thirteen HTTP functions: binary name and what it serves.
-pub const HTTP_FUNCTIONS: [(&str, Serves); 13] = [
+/// The thirteen A2A HTTP routes (the JSON-RPC endpoint, the card, the eleven REST routes):
+/// the binary of the function behind each and what it serves. Tests name a route by the
+/// second item; [`function_of`] gives the function that answers it.
+pub const HTTP_ROUTES: [(&str, Serves); 13] = [
     ("jsonrpc", Serves::JsonRpc),
     ("agent-card", Serves::AgentCard),
     ("send-message", Serves::Rest(Method::SendMessage)),
@@ -215,10 +222,10 @@ pub const HTTP_FUNCTIONS: [(&str, Serves); 13] = [
         "send-streaming-message",
         Serves::Rest(Method::SendStreamingMessage),
     ),
-    ("get-task", Serves::Rest(Method::GetTask)),
+    ("task", Serves::Rest(Method::GetTask)),
     ("list-tasks", Serves::Rest(Method::ListTasks)),
-    ("cancel-task", Serves::Rest(Method::CancelTask)),
-    ("subscribe-to-task", Serves::Rest(Method::SubscribeToTask)),
+    ("task", Serves::Rest(Method::CancelTask)),
+    ("task", Serves::Rest(Method::SubscribeToTask)),
     ("create-push-config", Serves::Rest(Method::CreatePushConfig)),
     ("get-push-config", Serves::Rest(Method::GetPushConfig)),
     ("list-push-configs", Serves::Rest(Method::ListPushConfigs)),
@@ -229,12 +236,14 @@ pub const HTTP_FUNCTIONS: [(&str, Serves); 13] = [
     ),
 ];
 
-/// Whether the function runs under the streaming runtime (as `functions::run_http` decides).
-pub fn streams(serves: Serves) -> bool {
-    match serves {
-        Serves::JsonRpc | Serves::Everything => true,
-        Serves::Rest(m) => m.is_streaming(),
-        Serves::AgentCard => false,
+/// What the function answering `route` serves: the `task` function for the three methods
+/// on `/tasks/{id}`, the route's own otherwise.
+pub fn function_of(route: Serves) -> Serves {
+    match route {
+        Serves::Rest(method) if Serves::TASK_RESOURCE_METHODS.contains(&method) => {
+            Serves::TaskResource
+        }
+        other => other,
     }
 }
 
@@ -271,8 +280,8 @@ impl Got {
 }
 
 /// Invokes the function as its runtime would (buffered or streamed) and reads the answer.
-pub async fn invoke(app: &Arc<App>, serves: Serves, request: lambda_http::Request) -> Got {
-    if streams(serves) {
+pub async fn invoke(app: &Arc<App>, route: Serves, request: lambda_http::Request) -> Got {
+    if function_of(route).may_stream() {
         let response = app.respond_streaming(request).await;
         let (parts, body) = response.into_parts();
         assert!(body.is_stream(), "streamed functions always write a stream");

@@ -52,6 +52,37 @@ pub enum Serves {
     JsonRpc,
     /// Only the REST route of this method.
     Rest(Method),
+    /// The REST routes on `/tasks/{id}`: GetTask (`GET /tasks/{id}`), CancelTask
+    /// (`POST /tasks/{id}:cancel`) and SubscribeToTask (`GET`/`POST /tasks/{id}:subscribe`).
+    /// API Gateway routes by whole path segments and HTTP method, so to it these three are
+    /// one resource (`/tasks/{id}`, GET and POST), and one function has to answer them.
+    TaskResource,
+}
+
+impl Serves {
+    /// The REST methods of the resource `/tasks/{id}`.
+    pub const TASK_RESOURCE_METHODS: [Method; 3] =
+        [Method::GetTask, Method::CancelTask, Method::SubscribeToTask];
+
+    /// Whether this unit answers `method` over HTTP+JSON.
+    pub fn answers_rest(self, method: Method) -> bool {
+        match self {
+            Serves::Everything => true,
+            Serves::Rest(only) => only == method,
+            Serves::TaskResource => Self::TASK_RESOURCE_METHODS.contains(&method),
+            Serves::AgentCard | Serves::JsonRpc => false,
+        }
+    }
+
+    /// Whether some answer of this unit is an SSE stream (its Lambda function then runs
+    /// under the streaming runtime).
+    pub fn may_stream(self) -> bool {
+        match self {
+            Serves::Everything | Serves::JsonRpc | Serves::TaskResource => true,
+            Serves::Rest(method) => method.is_streaming(),
+            Serves::AgentCard => false,
+        }
+    }
 }
 
 /// Where and how the bindings are served.
@@ -133,7 +164,10 @@ pub async fn handle(
         && matches!(serves, Serves::Everything | Serves::JsonRpc)
     {
         jsonrpc::handle(api, config, req, &caller).await
-    } else if matches!(serves, Serves::Everything | Serves::Rest(_)) {
+    } else if matches!(
+        serves,
+        Serves::Everything | Serves::Rest(_) | Serves::TaskResource
+    ) {
         rest::handle(api, config, req, &caller).await
     } else {
         reply::rest_error(&not_served(path))

@@ -45,10 +45,11 @@ impl Route {
 
     /// Whether some HTTP method of this route is `method` (a wrong HTTP method on a
     /// function's own route still gets its 405).
-    fn serves(&self, method: Method) -> bool {
+    /// Whether the route has a method (by any HTTP method) that `answered` accepts.
+    fn serves_any(&self, answered: impl Fn(Method) -> bool) -> bool {
         [HttpMethod::GET, HttpMethod::POST, HttpMethod::DELETE]
             .iter()
-            .any(|http| self.method(http) == Some(method))
+            .any(|http| self.method(http).is_some_and(&answered))
     }
 
     fn method(&self, http: &HttpMethod) -> Option<Method> {
@@ -262,10 +263,12 @@ pub(crate) async fn handle(
         }
         Err(err) => return reply::rest_error(&err),
     };
-    if let crate::Serves::Rest(only) = config.serves {
-        // A function answers its own route: another route here is a routing mistake.
-        if route.method(req.method()).is_some_and(|m| m != only)
-            || (route.method(req.method()).is_none() && !route.serves(only))
+    let serves = config.serves;
+    if !matches!(serves, crate::Serves::Everything) {
+        // A function answers its own routes: another route here is a routing mistake.
+        let answered = |m: Method| serves.answers_rest(m);
+        if route.method(req.method()).is_some_and(|m| !answered(m))
+            || (route.method(req.method()).is_none() && !route.serves_any(answered))
         {
             let err = ProtocolError::new(
                 ErrorKind::MethodNotFound,

@@ -551,3 +551,52 @@ async fn a_unit_serving_one_method_refuses_every_other_route() {
     assert_eq!(got.status, 200);
     assert!(api.calls().is_empty());
 }
+
+/// The unit behind API Gateway's `/tasks/{id}` resource answers the three methods on it
+/// (GetTask, CancelTask, SubscribeToTask by GET and POST) and refuses every other route.
+#[tokio::test]
+async fn the_task_resource_unit_answers_the_three_methods_on_tasks_id() {
+    use crate::{Method, Serves};
+    let task = HttpConfig {
+        serves: Serves::TaskResource,
+        ..HttpConfig::default()
+    };
+    for req in [
+        Req::get("/tasks/t-1"),
+        Req::post("/tasks/t-1:cancel"),
+        Req::get("/tasks/t-1:subscribe"),
+        Req::post("/tasks/t-1:subscribe"),
+    ] {
+        let api = FakeApi::new();
+        let got = send_with(&api, &task, req, Caller::anonymous()).await;
+        assert_eq!(got.status, 200, "{}", got.text());
+        assert!(matches!(
+            api.only_call().1,
+            Call::GetTask(_) | Call::CancelTask(_) | Call::SubscribeToTask(_)
+        ));
+    }
+    let api = FakeApi::new();
+    let got = send_with(
+        &api,
+        &task,
+        Req::new("DELETE", "/tasks/t-1"),
+        Caller::anonymous(),
+    )
+    .await;
+    assert_eq!(got.status, 405, "{}", got.text());
+    for req in [
+        Req::post("/message:send").json(&send_body()),
+        Req::get("/tasks"),
+        Req::get("/tasks/t-1/pushNotificationConfigs"),
+        Req::get("/.well-known/agent-card.json"),
+        Req::post("/").json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t-1"}}),
+        ),
+    ] {
+        let got = send_with(&api, &task, req, Caller::anonymous()).await;
+        assert_rest_error(&got, 404, "NOT_FOUND", "METHOD_NOT_FOUND");
+    }
+    assert!(api.calls().is_empty());
+    assert!(Serves::TaskResource.may_stream());
+    assert!(!Serves::TaskResource.answers_rest(Method::ListTasks));
+}

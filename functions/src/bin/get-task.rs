@@ -1,8 +1,0 @@
-//! The `get-task` function (see `functions/src/lib.rs`).
-
-use a2a_http::Method;
-
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    functions::run_rest(Method::GetTask).await
-}
