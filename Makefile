@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help run test lint bench interop bench-load lambda-e2e
+.PHONY: help run test lint bench interop bench-load lambda-e2e infra
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ interop: ## The official A2A Python SDK client (a2a-sdk 1.3.0) against the local
 
 lambda-e2e: ## The real Lambda function binaries under cargo lambda watch over DynamoDB Local (tests/lambda/run.sh)
 	tests/lambda/run.sh
+
+infra: ## cfn-lint and sam validate --lint on infra/template.yaml, and every function built for Lambda (arm64, zipped)
+	tests/infra/run.sh --build
 
 bench-load: ## Load test: the release server vs the a2a-sdk 1.3.0 echo server under oha (figures in docs/performance.md)
 	bench/run.sh

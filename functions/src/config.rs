@@ -71,11 +71,11 @@ pub struct FunctionConfig {
     pub max_turns: usize,
 }
 
-fn var(name: &'static str) -> Option<String> {
+pub(crate) fn var(name: &'static str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-fn invalid(variable: &'static str, reason: impl Into<String>) -> ConfigError {
+pub(crate) fn invalid(variable: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError {
         variable,
         reason: reason.into(),

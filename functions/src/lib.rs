@@ -1,10 +1,12 @@
 //! The Lambda functions: one per A2A method behind its REST route (one, `task`, for the three
 //! methods on `/tasks/{id}`, which API Gateway sees as one resource), the JSON-RPC endpoint
-//! (every method), the agent card, the push notifier, the runner and the sweeper. Each binary in `src/bin/` is one
+//! (every method), the agent card, the push notifier, the runner, the sweeper and the JWT
+//! authorizer of a REST API deployment. Each binary in `src/bin/` is one
 //! call into this library, which reads the configuration from the environment and builds
 //! the clients once, at init; every invocation then runs the shared handlers of `a2a-http`
 //! over the DynamoDB store, exactly as the local server runs them over its own store.
 
+pub mod authorizer;
 pub mod config;
 pub mod http;
 pub mod identity;
@@ -130,5 +132,30 @@ pub async fn run_sweeper() -> Result<(), lambda_runtime::Error> {
                 .map_err(|e| lambda_runtime::Error::from(e.to_string()))
         }
     }))
+    .await
+}
+
+/// The `main` of the JWT authorizer: an API Gateway REST API TOKEN authorizer whose verified
+/// subject becomes the principal (see [`authorizer`]).
+pub async fn run_authorizer() -> Result<(), lambda_runtime::Error> {
+    init_tracing();
+    let config = authorizer::AuthorizerConfig::from_env()?;
+    let authorizer = Arc::new(authorizer::Authorizer::new(config)?);
+    let config = authorizer.config();
+    tracing::info!(
+        issuer = %config.issuer,
+        audience = %config.audience,
+        jwks = ?config.jwks_url.as_ref().map(|url| url.as_str()),
+        algorithms = ?config.algorithms,
+        "authorizer ready"
+    );
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<
+            lambda_http::aws_lambda_events::apigw::ApiGatewayCustomAuthorizerRequest,
+        >| {
+            let authorizer = Arc::clone(&authorizer);
+            async move { authorizer.handle(&event.payload).await }
+        },
+    ))
     .await
 }

@@ -74,11 +74,13 @@ impl Serves {
         }
     }
 
-    /// Whether some answer of this unit is an SSE stream (its Lambda function then runs
-    /// under the streaming runtime).
+    /// Whether this unit's Lambda function answers through the streaming runtime: some of
+    /// its answers are SSE streams, or may come later than a buffered API Gateway
+    /// integration waits (29 s): a blocking SendMessage answers when the agent's turn ends.
     pub fn may_stream(self) -> bool {
         match self {
             Serves::Everything | Serves::JsonRpc | Serves::TaskResource => true,
+            Serves::Rest(Method::SendMessage) => true,
             Serves::Rest(method) => method.is_streaming(),
             Serves::AgentCard => false,
         }

@@ -1,0 +1,591 @@
+//! `infra/template.yaml` against the code: every function in the template is a binary of
+//! this crate and every binary is deployed; every A2A route (the JSON-RPC endpoint, the card,
+//! the eleven REST routes) reaches the function that answers it, streaming where it streams;
+//! the table's keys, indexes, stream and TTL are the adapter's; and each function's policy
+//! allows exactly the DynamoDB actions it needs, which are actions the adapter calls.
+//!
+//! The check is one function over the parsed template, so each test below also removes a
+//! route, a function, a table key or a permission and shows the check failing on it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use a2a_http::{Method, Serves};
+use serde_yaml_ng::Value;
+use store_dynamodb::schema;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn template() -> Value {
+    serde_yaml_ng::from_str(&read("infra/template.yaml")).expect("the template is YAML")
+}
+
+/// The value under a tag (`!Sub "…"` → the string), or the value itself.
+fn untagged(value: &Value) -> &Value {
+    match value {
+        Value::Tagged(tagged) => &tagged.value,
+        other => other,
+    }
+}
+
+fn text(value: &Value) -> String {
+    match untagged(value) {
+        Value::String(s) => s.clone(),
+        // `!Sub [template, {vars}]`
+        Value::Sequence(seq) => seq.first().map(text).unwrap_or_default(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The A2A routes as API Gateway sees them (whole segments, so `:cancel` and `:subscribe`
+/// live in `{id}`), with the methods each carries.
+fn a2a_routes() -> Vec<(&'static str, &'static str, Vec<Method>)> {
+    use Method::*;
+    vec![
+        ("/message:send", "post", vec![SendMessage]),
+        ("/message:stream", "post", vec![SendStreamingMessage]),
+        ("/tasks", "get", vec![ListTasks]),
+        ("/tasks/{id}", "get", vec![GetTask, SubscribeToTask]),
+        ("/tasks/{id}", "post", vec![CancelTask, SubscribeToTask]),
+        (
+            "/tasks/{id}/pushNotificationConfigs",
+            "post",
+            vec![CreatePushConfig],
+        ),
+        (
+            "/tasks/{id}/pushNotificationConfigs",
+            "get",
+            vec![ListPushConfigs],
+        ),
+        (
+            "/tasks/{id}/pushNotificationConfigs/{configId}",
+            "get",
+            vec![GetPushConfig],
+        ),
+        (
+            "/tasks/{id}/pushNotificationConfigs/{configId}",
+            "delete",
+            vec![DeletePushConfig],
+        ),
+        ("/extendedAgentCard", "get", vec![GetExtendedAgentCard]),
+    ]
+}
+
+/// What each binary serves, read from its one-call `main` (`run_rest(Method::X)`,
+/// `run_http(Serves::Y)`); `None` for the functions that are not HTTP.
+fn binaries() -> BTreeMap<String, Option<Serves>> {
+    let manifest: toml_lite::Manifest = toml_lite::parse(&read("functions/Cargo.toml"));
+    manifest
+        .bins
+        .into_iter()
+        .map(|(name, path)| {
+            let source = read(&format!("functions/{path}"));
+            (name, serves_of(&source))
+        })
+        .collect()
+}
+
+fn serves_of(source: &str) -> Option<Serves> {
+    let word_after = |marker: &str| {
+        source.find(marker).map(|at| {
+            source[at + marker.len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric())
+                .collect::<String>()
+        })
+    };
+    if source.contains("run_rest(") {
+        let method = word_after("run_rest(Method::")?;
+        return Some(Serves::Rest(
+            Method::ALL
+                .into_iter()
+                .find(|m| format!("{m:?}") == method)?,
+        ));
+    }
+    match word_after("run_http(Serves::")?.as_str() {
+        "JsonRpc" => Some(Serves::JsonRpc),
+        "AgentCard" => Some(Serves::AgentCard),
+        "TaskResource" => Some(Serves::TaskResource),
+        _ => None,
+    }
+}
+
+/// The DynamoDB actions the adapter's code calls (its SDK operations).
+fn adapter_actions() -> BTreeSet<String> {
+    let dir = format!("{ROOT}/shared/store-dynamodb/src");
+    let mut actions = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().is_some_and(|n| n == "table.rs") {
+            continue; // creating the table is for local tools, not the deployed functions
+        }
+        let source = std::fs::read_to_string(&path).unwrap();
+        for (call, action) in [
+            (".get_item()", "GetItem"),
+            (".put_item()", "PutItem"),
+            (".update_item()", "UpdateItem"),
+            (".delete_item()", "DeleteItem"),
+            (".query()", "Query"),
+            (".batch_get_item()", "BatchGetItem"),
+            (".batch_write_item()", "BatchWriteItem"),
+            (".transact_write_items()", "TransactWriteItems"),
+            (".scan()", "Scan"),
+        ] {
+            if source.contains(call) {
+                actions.insert(format!("dynamodb:{action}"));
+            }
+        }
+    }
+    actions
+}
+
+/// The DynamoDB actions each function needs on the table, and why.
+fn needed_actions() -> BTreeMap<&'static str, Vec<&'static str>> {
+    let reads = [
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:BatchGetItem",
+    ];
+    // Taking a message, running the agent, committing turns, leases and children.
+    let runs: Vec<&str> = reads
+        .into_iter()
+        .chain([
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:TransactWriteItems",
+            "dynamodb:BatchWriteItem",
+        ])
+        .collect();
+    BTreeMap::from([
+        ("jsonrpc", runs.clone()),
+        ("send-message", runs.clone()),
+        ("send-streaming-message", runs.clone()),
+        ("task", runs.clone()),
+        ("runner", runs.clone()),
+        ("sweeper", runs),
+        // The participant index, then the tasks.
+        (
+            "list-tasks",
+            vec!["dynamodb:Query", "dynamodb:BatchGetItem"],
+        ),
+        // The task (access), then one conditional write with the task's version.
+        (
+            "create-push-config",
+            vec![
+                "dynamodb:GetItem",
+                "dynamodb:Query",
+                "dynamodb:TransactWriteItems",
+            ],
+        ),
+        (
+            "get-push-config",
+            vec!["dynamodb:GetItem", "dynamodb:Query"],
+        ),
+        (
+            "list-push-configs",
+            vec!["dynamodb:GetItem", "dynamodb:Query"],
+        ),
+        (
+            "delete-push-config",
+            vec!["dynamodb:GetItem", "dynamodb:Query", "dynamodb:DeleteItem"],
+        ),
+        // Configs and events of the tasks in a batch.
+        ("push-notifier", vec!["dynamodb:GetItem", "dynamodb:Query"]),
+        ("agent-card", vec![]),
+        ("get-extended-agent-card", vec![]),
+        ("authorizer", vec![]),
+    ])
+}
+
+/// The actions a function's inline policies allow on the task table (or its indexes).
+fn table_actions(properties: &Value) -> BTreeSet<String> {
+    let mut actions = BTreeSet::new();
+    let Some(policies) = properties.get("Policies").and_then(Value::as_sequence) else {
+        return actions;
+    };
+    for policy in policies {
+        let Some(statements) = untagged(policy)
+            .get("Statement")
+            .and_then(Value::as_sequence)
+        else {
+            continue;
+        };
+        for statement in statements {
+            let resources: Vec<String> = statement
+                .get("Resource")
+                .and_then(Value::as_sequence)
+                .map(|r| r.iter().map(text).collect())
+                .unwrap_or_default();
+            if !resources
+                .iter()
+                .any(|r| r == "TasksTable.Arn" || r.starts_with("${TasksTable.Arn}"))
+            {
+                continue;
+            }
+            for action in statement
+                .get("Action")
+                .and_then(Value::as_sequence)
+                .into_iter()
+                .flatten()
+            {
+                actions.insert(text(action));
+            }
+        }
+    }
+    actions
+}
+
+/// Whether a function serving this answers a route.
+type Answers = Box<dyn Fn(Serves) -> bool>;
+
+/// Every inconsistency between the template and the code.
+fn problems(template: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let resources = template["Resources"].as_mapping().expect("Resources");
+    let binaries = binaries();
+
+    // Functions and binaries.
+    let mut deployed: BTreeMap<String, &Value> = BTreeMap::new();
+    for (id, resource) in resources {
+        if resource["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let id = id.as_str().unwrap_or("?");
+        let binary = resource["Metadata"]["BuildProperties"]["Binary"]
+            .as_str()
+            .map(str::to_owned);
+        let Some(binary) = binary else {
+            problems.push(format!("{id}: no Metadata.BuildProperties.Binary"));
+            continue;
+        };
+        if resource["Metadata"]["BuildMethod"].as_str() != Some("rust-cargolambda") {
+            problems.push(format!("{id}: not built with rust-cargolambda"));
+        }
+        let name = text(&resource["Properties"]["FunctionName"]);
+        if name != format!("${{AWS::StackName}}-{binary}") {
+            problems.push(format!(
+                "{id}: FunctionName {name:?} is not <stack>-{binary}"
+            ));
+        }
+        if !binaries.contains_key(&binary) {
+            problems.push(format!("{id}: no binary {binary} in functions/Cargo.toml"));
+        }
+        deployed.insert(binary, &resource["Properties"]);
+    }
+    for binary in binaries.keys() {
+        if !deployed.contains_key(binary) {
+            problems.push(format!("binary {binary} is not deployed by the template"));
+        }
+    }
+
+    // Routes.
+    let api = &template["Resources"]["Api"]["Properties"]["DefinitionBody"]["paths"];
+    let integration = |path: &str, verb: &str| -> Option<(String, bool)> {
+        let op = api.get(path)?.get(verb)?;
+        let spec = op.get("x-amazon-apigateway-integration")?;
+        let uri = text(spec.get("uri")?);
+        let function = uri
+            .split(":function:${AWS::StackName}-")
+            .nth(1)?
+            .split('/')
+            .next()?
+            .to_owned();
+        let streams = spec.get("responseTransferMode").and_then(Value::as_str) == Some("STREAM");
+        if streams != uri.ends_with("/response-streaming-invocations") {
+            return Some((format!("{function} (mixed streaming settings)"), streams));
+        }
+        Some((function, streams))
+    };
+    let mut expected: Vec<(&str, &str, Answers)> = vec![
+        ("/", "post", Box::new(|s| s == Serves::JsonRpc)),
+        (
+            "/.well-known/agent-card.json",
+            "get",
+            Box::new(|s| s == Serves::AgentCard),
+        ),
+    ];
+    for (path, verb, methods) in a2a_routes() {
+        expected.push((
+            path,
+            verb,
+            Box::new(move |s: Serves| methods.iter().all(|m| s.answers_rest(*m))),
+        ));
+    }
+    let mut routed = BTreeSet::new();
+    for (path, verb, answers) in &expected {
+        routed.insert((path.to_string(), verb.to_string()));
+        let Some((function, streams)) = integration(path, verb) else {
+            problems.push(format!("{verb} {path} is not routed"));
+            continue;
+        };
+        match binaries.get(&function) {
+            Some(Some(serves)) => {
+                if !answers(*serves) {
+                    problems.push(format!(
+                        "{verb} {path} goes to {function}, which does not answer it"
+                    ));
+                }
+                if streams != serves.may_stream() {
+                    problems.push(format!(
+                        "{verb} {path}: streaming is {streams} but {function} streams: {}",
+                        serves.may_stream()
+                    ));
+                }
+            }
+            _ => problems.push(format!(
+                "{verb} {path} goes to {function}, not an HTTP function"
+            )),
+        }
+        let permitted = resources.iter().any(|(_, r)| {
+            r["Type"].as_str() == Some("AWS::Lambda::Permission")
+                && text(&r["Properties"]["Principal"]) == "apigateway.amazonaws.com"
+                && resources
+                    .get(text(&r["Properties"]["FunctionName"]).as_str())
+                    .is_some_and(|f| {
+                        f["Metadata"]["BuildProperties"]["Binary"].as_str() == Some(&function)
+                    })
+        });
+        if !permitted {
+            problems.push(format!("{function} may not be invoked by API Gateway"));
+        }
+    }
+    for (path, ops) in api.as_mapping().into_iter().flatten() {
+        for (verb, _) in ops.as_mapping().into_iter().flatten() {
+            let key = (text(path), text(verb));
+            if !routed.contains(&key) {
+                problems.push(format!("{} {} is routed but is no A2A route", key.1, key.0));
+            }
+        }
+    }
+
+    // The table.
+    let table = &template["Resources"][schema::TEMPLATE_RESOURCE]["Properties"];
+    let attributes: BTreeSet<String> = table["AttributeDefinitions"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["AttributeType"].as_str() == Some("S"))
+        .map(|a| text(&a["AttributeName"]))
+        .collect();
+    for key in schema::KEY_ATTRIBUTES {
+        if !attributes.contains(key) {
+            problems.push(format!("the table defines no string attribute {key}"));
+        }
+    }
+    let keys = |schema_list: &Value| -> Vec<(String, String)> {
+        schema_list
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .map(|k| (text(&k["AttributeName"]), text(&k["KeyType"])))
+            .collect()
+    };
+    if keys(&table["KeySchema"])
+        != [
+            (schema::PK.to_owned(), "HASH".to_owned()),
+            (schema::SK.to_owned(), "RANGE".to_owned()),
+        ]
+    {
+        problems.push("the table's key is not PK (HASH), SK (RANGE)".into());
+    }
+    for index in schema::INDEXES {
+        let found = table["GlobalSecondaryIndexes"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .find(|i| i["IndexName"].as_str() == Some(index.name));
+        match found {
+            None => problems.push(format!("the table has no index {}", index.name)),
+            Some(i) => {
+                let want = [
+                    (index.partition_key.to_owned(), "HASH".to_owned()),
+                    (index.sort_key.to_owned(), "RANGE".to_owned()),
+                ];
+                if keys(&i["KeySchema"]) != want
+                    || i["Projection"]["ProjectionType"].as_str() != Some(index.projection)
+                {
+                    problems.push(format!("index {} differs from the adapter's", index.name));
+                }
+            }
+        }
+    }
+    if table["TimeToLiveSpecification"]["AttributeName"].as_str() != Some(schema::TTL) {
+        problems.push(format!("the table's TTL attribute is not {}", schema::TTL));
+    }
+    if table["StreamSpecification"]["StreamViewType"].as_str() != Some("NEW_IMAGE") {
+        problems.push("the table has no NEW_IMAGE stream for the push notifier".into());
+    }
+    if table["BillingMode"].as_str() != Some("PAY_PER_REQUEST") {
+        problems.push("the table is not on-demand".into());
+    }
+
+    // Permissions.
+    let adapter = adapter_actions();
+    let needed = needed_actions();
+    for (binary, properties) in &deployed {
+        let allowed = table_actions(properties);
+        let want: BTreeSet<String> = needed
+            .get(binary.as_str())
+            .map(|a| a.iter().map(|s| s.to_string()).collect())
+            .unwrap_or_default();
+        for action in want.difference(&allowed) {
+            problems.push(format!("{binary} needs {action} on the table"));
+        }
+        for action in allowed.difference(&want) {
+            problems.push(format!(
+                "{binary} is allowed {action}, which it does not need"
+            ));
+        }
+        for action in &allowed {
+            if !adapter.contains(action) {
+                problems.push(format!("{binary} is allowed {action}, which no code calls"));
+            }
+        }
+        if !needed.contains_key(binary.as_str()) {
+            problems.push(format!(
+                "{binary}: its DynamoDB needs are not known to this test"
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_template_matches_the_code() {
+    let problems = problems(&template());
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// Removes `key` from the mapping at `path` (keys of nested mappings).
+fn remove(template: &mut Value, path: &[&str], key: &str) {
+    let mut node = template;
+    for step in path {
+        node = node.get_mut(*step).unwrap_or_else(|| panic!("no {step}"));
+    }
+    node.as_mapping_mut()
+        .expect("a mapping")
+        .remove(key)
+        .unwrap_or_else(|| panic!("no {key}"));
+}
+
+fn fails_with(template: &Value, expected: &str) {
+    let problems = problems(template);
+    assert!(
+        problems.iter().any(|p| p.contains(expected)),
+        "expected a problem containing {expected:?}, got {problems:#?}"
+    );
+}
+
+#[test]
+fn a_missing_route_fails_the_check() {
+    let mut t = template();
+    remove(
+        &mut t,
+        &["Resources", "Api", "Properties", "DefinitionBody", "paths"],
+        "/message:stream",
+    );
+    fails_with(&t, "post /message:stream is not routed");
+
+    let mut t = template();
+    remove(
+        &mut t,
+        &[
+            "Resources",
+            "Api",
+            "Properties",
+            "DefinitionBody",
+            "paths",
+            "/tasks/{id}",
+        ],
+        "post",
+    );
+    fails_with(&t, "post /tasks/{id} is not routed");
+}
+
+#[test]
+fn a_missing_function_fails_the_check() {
+    let mut t = template();
+    remove(&mut t, &["Resources"], "SweeperFunction");
+    fails_with(&t, "binary sweeper is not deployed by the template");
+}
+
+#[test]
+fn a_missing_table_key_or_index_fails_the_check() {
+    let mut t = template();
+    let definitions = t["Resources"]["TasksTable"]["Properties"]["AttributeDefinitions"]
+        .as_sequence_mut()
+        .unwrap();
+    definitions.retain(|a| a["AttributeName"].as_str() != Some("GSI2SK"));
+    fails_with(&t, "the table defines no string attribute GSI2SK");
+
+    let mut t = template();
+    t["Resources"]["TasksTable"]["Properties"]["GlobalSecondaryIndexes"]
+        .as_sequence_mut()
+        .unwrap()
+        .retain(|i| i["IndexName"].as_str() != Some("GSI1"));
+    fails_with(&t, "the table has no index GSI1");
+}
+
+/// The actions of list-tasks' table statement.
+fn statement_actions(t: &mut Value) -> &mut Vec<Value> {
+    let policy = &mut t["Resources"]["ListTasksFunction"]["Properties"]["Policies"][0];
+    policy["Statement"][0]["Action"].as_sequence_mut().unwrap()
+}
+
+#[test]
+fn a_missing_or_extra_permission_fails_the_check() {
+    let mut t = template();
+    statement_actions(&mut t).retain(|a| a.as_str() != Some("dynamodb:BatchGetItem"));
+    fails_with(&t, "list-tasks needs dynamodb:BatchGetItem on the table");
+
+    let mut t = template();
+    statement_actions(&mut t).push(Value::String("dynamodb:Scan".into()));
+    fails_with(
+        &t,
+        "list-tasks is allowed dynamodb:Scan, which it does not need",
+    );
+    fails_with(
+        &t,
+        "list-tasks is allowed dynamodb:Scan, which no code calls",
+    );
+}
+
+/// Just enough of Cargo.toml: the `[[bin]]` tables' names and paths.
+mod toml_lite {
+    pub struct Manifest {
+        pub bins: Vec<(String, String)>,
+    }
+
+    pub fn parse(text: &str) -> Manifest {
+        let mut bins = Vec::new();
+        let mut in_bin = false;
+        let (mut name, mut path) = (None::<String>, None::<String>);
+        let value = |line: &str| {
+            line.split_once('=')
+                .map(|(_, v)| v.trim().trim_matches('"').to_owned())
+        };
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                if let (Some(n), Some(p)) = (name.take(), path.take()) {
+                    bins.push((n, p));
+                }
+                in_bin = line == "[[bin]]";
+                continue;
+            }
+            if in_bin && line.starts_with("name") {
+                name = value(line);
+            } else if in_bin && line.starts_with("path") {
+                path = value(line);
+            }
+        }
+        if let (Some(n), Some(p)) = (name, path) {
+            bins.push((n, p));
+        }
+        Manifest { bins }
+    }
+}
