@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help run test lint bench interop bench-load lambda-e2e infra
+.PHONY: help run test lint bench interop bench-load lambda-e2e infra infra-build
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -34,7 +34,10 @@ interop: ## The official A2A Python SDK client (a2a-sdk 1.3.0) against the local
 lambda-e2e: ## The real Lambda function binaries under cargo lambda watch over DynamoDB Local (tests/lambda/run.sh)
 	tests/lambda/run.sh
 
-infra: ## cfn-lint and sam validate --lint on infra/template.yaml, and every function built for Lambda (arm64, zipped)
+infra: ## cfn-lint and sam validate --lint on infra/template.yaml
+	tests/infra/run.sh
+
+infra-build: ## The same, then every function built for Lambda (cargo lambda build --release --arm64, zipped sizes)
 	tests/infra/run.sh --build
 
 bench-load: ## Load test: the release server vs the a2a-sdk 1.3.0 echo server under oha (figures in docs/performance.md)
