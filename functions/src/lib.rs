@@ -7,6 +7,7 @@
 //! over the DynamoDB store, exactly as the local server runs them over its own store.
 
 pub mod authorizer;
+pub mod calls;
 pub mod config;
 pub mod http;
 pub mod identity;
@@ -41,7 +42,10 @@ pub fn init_tracing() {
 /// The SDK configuration (one for every client) and the store on the table.
 async fn store(config: &FunctionConfig) -> (aws_config::SdkConfig, Arc<DynamoDbStore>) {
     let sdk = store_dynamodb::sdk_config().await;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk)
+        .interceptor(calls::DynamoDbCallLog::from_env())
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(dynamodb);
     (
         sdk,
         Arc::new(DynamoDbStore::new(client, config.table.clone())),

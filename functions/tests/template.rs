@@ -11,35 +11,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use a2a_http::{Method, Serves};
+use common::template::{ROOT, read, table_actions, template, text};
 use serde_yaml_ng::Value;
 use store_dynamodb::schema;
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-
-fn read(path: &str) -> String {
-    std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-fn template() -> Value {
-    serde_yaml_ng::from_str(&read("infra/template.yaml")).expect("the template is YAML")
-}
-
-/// The value under a tag (`!Sub "…"` → the string), or the value itself.
-fn untagged(value: &Value) -> &Value {
-    match value {
-        Value::Tagged(tagged) => &tagged.value,
-        other => other,
-    }
-}
-
-fn text(value: &Value) -> String {
-    match untagged(value) {
-        Value::String(s) => s.clone(),
-        // `!Sub [template, {vars}]`
-        Value::Sequence(seq) => seq.first().map(text).unwrap_or_default(),
-        other => format!("{other:?}"),
-    }
-}
+mod common;
 
 /// The A2A routes as API Gateway sees them (whole segments, so `:cancel` and `:subscribe`
 /// live in `{id}`), with the methods each carries.
@@ -200,44 +176,6 @@ fn needed_actions() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("get-extended-agent-card", vec![]),
         ("authorizer", vec![]),
     ])
-}
-
-/// The actions a function's inline policies allow on the task table (or its indexes).
-fn table_actions(properties: &Value) -> BTreeSet<String> {
-    let mut actions = BTreeSet::new();
-    let Some(policies) = properties.get("Policies").and_then(Value::as_sequence) else {
-        return actions;
-    };
-    for policy in policies {
-        let Some(statements) = untagged(policy)
-            .get("Statement")
-            .and_then(Value::as_sequence)
-        else {
-            continue;
-        };
-        for statement in statements {
-            let resources: Vec<String> = statement
-                .get("Resource")
-                .and_then(Value::as_sequence)
-                .map(|r| r.iter().map(text).collect())
-                .unwrap_or_default();
-            if !resources
-                .iter()
-                .any(|r| r == "TasksTable.Arn" || r.starts_with("${TasksTable.Arn}"))
-            {
-                continue;
-            }
-            for action in statement
-                .get("Action")
-                .and_then(Value::as_sequence)
-                .into_iter()
-                .flatten()
-            {
-                actions.insert(text(action));
-            }
-        }
-    }
-    actions
 }
 
 /// Whether a function serving this answers a route.

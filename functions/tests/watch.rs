@@ -150,8 +150,9 @@ async fn the_functions_under_cargo_lambda_watch() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The runner function ran it, with the lease send-message took.
-    let log = std::env::var("LAMBDA_WATCH_LOG").expect("LAMBDA_WATCH_LOG (tests/lambda/run.sh)");
-    let log = std::fs::read_to_string(log).expect("the emulator's log");
+    let log_path =
+        std::env::var("LAMBDA_WATCH_LOG").expect("LAMBDA_WATCH_LOG (tests/lambda/run.sh)");
+    let log = std::fs::read_to_string(&log_path).expect("the emulator's log");
     assert!(
         log.lines().any(|line| line.contains(r#""message":"run""#)
             && line.contains(&format!(r#""task_id":"{handed}""#))
@@ -281,6 +282,38 @@ async fn the_functions_under_cargo_lambda_watch() {
         "{rpc}"
     );
 
+    // A second push config through the four push-config functions: created, read, listed
+    // beside the inline one, deleted (so the notifier below delivers to the inline one only).
+    let configs = format!("/tasks/{id}/pushNotificationConfigs");
+    let (status, created) = client
+        .json(
+            post.clone(),
+            &configs,
+            Some(json!({"id": "second", "url": hook.url("/second"), "token": "t2"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let (status, got) = client
+        .json(get.clone(), &format!("{configs}/second"), None)
+        .await;
+    assert_eq!(
+        (status, &got["url"]),
+        (200, &json!(hook.url("/second"))),
+        "{got}"
+    );
+    let (status, all) = client.json(get.clone(), &configs, None).await;
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(all["configs"].as_array().map(Vec::len), Some(2), "{all}");
+    let deleted = client
+        .request(reqwest::Method::DELETE, &format!("{configs}/second"))
+        .send()
+        .await
+        .expect("the emulator answers");
+    assert_eq!(deleted.status().as_u16(), 200);
+    let (status, all) = client.json(get.clone(), &configs, None).await;
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(all["configs"].as_array().map(Vec::len), Some(1), "{all}");
+
     // Cancel (the task function again).
     let (status, canceled) = client
         .json(post.clone(), &format!("/tasks/{id}:cancel"), None)
@@ -365,4 +398,70 @@ async fn the_functions_under_cargo_lambda_watch() {
             .iter()
             .all(|(path, auth, _)| path == "/hook" && auth.as_deref() == Some("Bearer secret"))
     );
+
+    // Every DynamoDB operation each function was seen calling (its `dynamodb call` log lines)
+    // is one the template's policy allows that function on the table.
+    let log = std::fs::read_to_string(&log_path).expect("the emulator's log");
+    let observed = dynamodb_calls(&log);
+    let allowed = common::template::table_actions_by_binary(&common::template::template());
+    for function in [
+        "jsonrpc",
+        "send-message",
+        "send-streaming-message",
+        "task",
+        "list-tasks",
+        "create-push-config",
+        "get-push-config",
+        "list-push-configs",
+        "delete-push-config",
+        "runner",
+        "sweeper",
+        "push-notifier",
+    ] {
+        assert!(
+            observed.contains_key(function),
+            "no DynamoDB call seen from {function}"
+        );
+    }
+    for (function, actions) in &observed {
+        let policy = allowed
+            .get(function)
+            .unwrap_or_else(|| panic!("{function} is not in the template"));
+        let denied: Vec<&String> = actions.difference(policy).collect();
+        assert!(
+            denied.is_empty(),
+            "{function} called {denied:?}, which its policy does not allow (it allows {policy:?})"
+        );
+    }
+    eprintln!("DynamoDB calls seen per function: {observed:?}");
+}
+
+/// The DynamoDB actions each function called, from its JSON log lines (`function` is
+/// `AWS_LAMBDA_FUNCTION_NAME`, the binary's name under `cargo lambda watch`).
+fn dynamodb_calls(
+    log: &str,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut calls: std::collections::BTreeMap<_, std::collections::BTreeSet<_>> =
+        Default::default();
+    for line in log.lines() {
+        let Some(start) = line.find('{') else {
+            continue;
+        };
+        let Ok(entry) = serde_json::from_str::<Value>(&line[start..]) else {
+            continue;
+        };
+        let fields = &entry["fields"];
+        if fields["message"] != "dynamodb call" {
+            continue;
+        }
+        if let (Some(function), Some(operation)) =
+            (fields["function"].as_str(), fields["operation"].as_str())
+        {
+            calls
+                .entry(function.to_owned())
+                .or_default()
+                .insert(format!("dynamodb:{operation}"));
+        }
+    }
+    calls
 }

@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 use store_embedded::EmbeddedStore;
 use task_store::Store;
 
+pub mod template;
+
 pub const BASE_URL: &str = "https://k3x9q2abcd.execute-api.eu-west-1.amazonaws.com/prod";
 
 pub fn fixture(name: &str) -> Value {
