@@ -2,7 +2,8 @@
 # The deployment template, checked offline: cfn-lint and `sam validate --lint` on
 # infra/template.yaml (both from PyPI, in a venv under .tools/), then, with --build, the
 # release build of every function as Lambda runs it (`cargo lambda build --release --arm64
-# --output-format zip`, cargo-lambda from PyPI with its zig) and each zip's size.
+# --output-format zip`, cargo-lambda from PyPI with its zig) and each zip's size, which must
+# stay under 10 MB.
 #
 #   tests/infra/run.sh            lint the template
 #   tests/infra/run.sh --build    and build every function for arm64
@@ -16,6 +17,8 @@ cd "$root"
 CFN_LINT_VERSION=1.58.0
 SAM_CLI_VERSION=1.170.0
 CARGO_LAMBDA_VERSION=1.9.2
+# Each function's zip stays under 10 MB (the issue's budget; Lambda's own limit is 50 MB).
+ZIP_BUDGET=10000000
 log() { printf 'infra: %s\n' "$*" >&2; }
 
 venv() { # venv <dir> <pip requirement>... : a venv with these, made once
@@ -47,9 +50,16 @@ if [[ ${1:-} == --build ]]; then
     venv "$cl" "cargo-lambda==$CARGO_LAMBDA_VERSION"
   fi
   PATH=$cl/bin:$PATH cargo lambda build --release --arm64 --output-format zip -p functions
-  log "release arm64 build in $(($(date +%s) - t1))s; zipped sizes:"
+  log "release arm64 build in $(($(date +%s) - t1))s; zipped sizes (budget $ZIP_BUDGET bytes):"
+  over=0
   for zip in target/lambda/*/bootstrap.zip; do
     name=$(basename "$(dirname "$zip")")
-    printf 'infra:   %-26s %8d bytes\n' "$name" "$(stat -c %s "$zip")" >&2
+    size=$(stat -c %s "$zip")
+    printf 'infra:   %-26s %8d bytes\n' "$name" "$size" >&2
+    if ((size > ZIP_BUDGET)); then
+      log "error: $name is over the budget"
+      over=1
+    fi
   done
+  exit "$over"
 fi
