@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help run test lint bench interop bench-load lambda-e2e infra infra-build
+.PHONY: help run test lint bench interop bench-load lambda-e2e infra infra-build lambda-init
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -39,6 +39,13 @@ infra: ## cfn-lint and sam validate --lint on infra/template.yaml
 
 infra-build: ## The same, then every function built for Lambda (cargo lambda build --release --arm64, zipped sizes)
 	tests/infra/run.sh --build
+
+# Each function's release binary (for this machine), laid out as <function>/bootstrap.
+lambda-init: ## Cold-start init time of every function, measured locally against a stub Runtime API (bench/lambda-init.py)
+	$(CARGO) build --release -p functions --bins
+	@for f in $$(sed -n '/^\[\[bin\]\]/{n;s/^name = "\(.*\)"/\1/p}' functions/Cargo.toml); do \
+	  mkdir -p target/lambda-host/$$f && ln -sfn ../../release/$$f target/lambda-host/$$f/bootstrap; done
+	bench/lambda-init.py target/lambda-host $(ARGS)
 
 bench-load: ## Load test: the release server vs the a2a-sdk 1.3.0 echo server under oha (figures in docs/performance.md)
 	bench/run.sh
