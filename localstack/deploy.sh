@@ -26,17 +26,8 @@ stage=${STAGE:-a2a}
 participant=local
 log() { printf 'localstack-deploy: %s\n' "$*" >&2; }
 
-venv() { # venv <dir> <pip requirement>... : a venv with these, made once
-  local dir=$1
-  shift
-  if [[ ! -f $dir/.complete ]]; then
-    log "installing $* from PyPI into $dir"
-    rm -rf "$dir"
-    python3 -m venv "$dir"
-    "$dir/bin/python" -m pip install --disable-pip-version-check --no-input -q "$@"
-    touch "$dir/.complete"
-  fi
-}
+# shellcheck source=tests/lib/venv.sh
+. "$root/tests/lib/venv.sh"
 sam_venv=$root/.tools/localstack-deploy/venv-sam-$SAM_CLI_VERSION
 cl_venv=$root/.tools/cargo-lambda/venv-$CARGO_LAMBDA_VERSION
 venv "$sam_venv" "aws-sam-cli==$SAM_CLI_VERSION"

@@ -21,17 +21,8 @@ CARGO_LAMBDA_VERSION=1.9.2
 ZIP_BUDGET=10000000
 log() { printf 'infra: %s\n' "$*" >&2; }
 
-venv() { # venv <dir> <pip requirement>... : a venv with these, made once
-  local dir=$1
-  shift
-  if [[ ! -f $dir/.complete ]]; then
-    log "installing $* from PyPI into $dir"
-    rm -rf "$dir"
-    python3 -m venv "$dir"
-    "$dir/bin/python" -m pip install --disable-pip-version-check --no-input -q "$@"
-    touch "$dir/.complete"
-  fi
-}
+# shellcheck source=tests/lib/venv.sh
+. "$root/tests/lib/venv.sh"
 
 t0=$(date +%s)
 iac=$root/.tools/iac/venv-cfn-lint-$CFN_LINT_VERSION-sam-$SAM_CLI_VERSION
