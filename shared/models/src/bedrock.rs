@@ -336,7 +336,7 @@ fn text_block(text: &str) -> Option<ContentBlock> {
 
 fn tool_config(request: &ModelRequest) -> Result<ToolConfiguration, ModelError> {
     let mut config = ToolConfiguration::builder();
-    for tool in &request.tools {
+    for tool in request.tools.iter() {
         config = config.tools(Tool::ToolSpec(
             ToolSpecification::builder()
                 .name(&tool.name)

@@ -96,7 +96,9 @@ pub struct ModelRequest {
     pub effort: Option<Effort>,
     pub system: String,
     pub turns: Vec<Turn>,
-    pub tools: Vec<ToolDefinition>,
+    /// The tools the model may call: the same list on every call of a service, so it is
+    /// shared rather than copied per request.
+    pub tools: std::sync::Arc<[ToolDefinition]>,
 }
 
 impl ModelRequest {

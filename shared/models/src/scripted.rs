@@ -198,7 +198,7 @@ mod tests {
             effort: None,
             system: String::new(),
             turns,
-            tools: vec![],
+            tools: Default::default(),
         }
     }
 

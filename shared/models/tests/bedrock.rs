@@ -62,7 +62,7 @@ fn request(settings: Value, turns: Vec<Turn>) -> ModelRequest {
         effort: None,
         system: "You are a helpful agent.".into(),
         turns,
-        tools: vec![],
+        tools: Default::default(),
     }
 }
 
@@ -247,7 +247,7 @@ async fn the_request_maps_system_tools_and_tool_results() {
     let stub = Stub::start(vec![converse(json!([{"text": "ok"}]), "end_turn")]).await;
     let model = BedrockModel::new(&sdk_config(&stub.url));
     let mut call = request(json!({"model_id": CLAUDE, "max_tokens": 2000}), tool_loop());
-    call.tools = tools();
+    call.tools = tools().into();
     // Inside a tool loop: no thinking (the port does not keep the thinking blocks Claude
     // would require on the last assistant turn).
     call.effort = Some(Effort::High);
@@ -327,7 +327,7 @@ async fn effort_is_claudes_thinking_budget_and_nothing_for_other_models() {
     // (which such models refuse) neither.
     let mut call = request(json!({"model_id": LLAMA}), tool_loop());
     call.effort = Some(Effort::High);
-    call.tools = tools();
+    call.tools = tools().into();
     model.complete(&call).await.unwrap();
     let body = stub.requests().last().unwrap().json();
     assert!(body.get("additionalModelRequestFields").is_none(), "{body}");

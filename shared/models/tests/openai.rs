@@ -35,7 +35,7 @@ fn request(settings: Value, turns: Vec<Turn>) -> ModelRequest {
         effort: None,
         system: "You are a helpful agent.".into(),
         turns,
-        tools: vec![],
+        tools: Default::default(),
     }
 }
 
@@ -216,7 +216,8 @@ async fn the_request_carries_the_conversation_tools_effort_and_key() {
         name: "create_plan".into(),
         description: "Replace the plan.".into(),
         input_schema: schema.clone(),
-    }];
+    }]
+    .into();
     model.complete(&with_effort).await.unwrap();
 
     let sent = stub.requests();

@@ -94,7 +94,7 @@ impl Entry {
 
 pub struct ModelAgent {
     config: ModelAgentConfig,
-    tools: Vec<ToolDefinition>,
+    tools: Arc<[ToolDefinition]>,
     remote_ids: Vec<String>,
     /// The A2A client of relayed sub-tasks.
     http: reqwest::Client,
