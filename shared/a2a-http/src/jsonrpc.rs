@@ -147,7 +147,7 @@ async fn call(
 ) -> Result<Response<Body>, ProtocolError> {
     let op = params::decode(method, params)?;
     match ops::dispatch(api, ctx, op).await? {
-        Outcome::Unary(result) => Ok(reply::rpc_result(id, result)),
+        Outcome::Unary(result) => Ok(reply::rpc_result(&id, &result)),
         Outcome::Stream(events) => Ok(reply::sse(
             sse::open(events, Framing::JsonRpc(id), config.keep_alive).await?,
         )),

@@ -14,7 +14,7 @@ use a2a::{
 use a2a_service::{A2aApi, EventStream, RequestContext};
 use http::HeaderMap;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::Caller;
 use crate::error::{ErrorKind, ProtocolError};
@@ -118,9 +118,10 @@ pub(crate) enum Operation {
     GetExtendedAgentCard(GetExtendedAgentCardRequest),
 }
 
-/// What the service answered: one JSON document (the `result`), or a stream of events.
+/// What the service answered: one JSON document (the `result`, serialized once from the
+/// service's typed answer), or a stream of events.
 pub(crate) enum Outcome {
-    Unary(Value),
+    Unary(Box<RawValue>),
     Stream(EventStream),
 }
 
@@ -192,14 +193,14 @@ pub(crate) async fn dispatch(
         Operation::DeletePushConfig(req) => {
             api.delete_push_config(ctx, req).await?;
             // google.protobuf.Empty
-            Ok(Outcome::Unary(Value::Object(serde_json::Map::new())))
+            unary(serde_json::Map::new())
         }
         Operation::GetExtendedAgentCard(req) => unary(api.get_extended_agent_card(ctx, req).await?),
     }
 }
 
 fn unary<T: Serialize>(result: T) -> Result<Outcome, ProtocolError> {
-    serde_json::to_value(result)
+    serde_json::value::to_raw_value(&result)
         .map(Outcome::Unary)
         .map_err(|e| {
             tracing::error!(error = %e, "serializing a service result failed");

@@ -10,6 +10,7 @@ use futures::stream::BoxStream;
 use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use crate::body::Body;
 use crate::error::ProtocolError;
@@ -22,7 +23,7 @@ pub(crate) const TEXT_EVENT_STREAM: &str = "text/event-stream";
 const INTERNAL_BODY: &str =
     r#"{"error":{"code":500,"status":"INTERNAL","message":"internal error"}}"#;
 
-pub(crate) fn json<T: Serialize>(
+pub(crate) fn json<T: Serialize + ?Sized>(
     status: StatusCode,
     content_type: &'static str,
     value: &T,
@@ -58,7 +59,7 @@ pub(crate) fn method_not_allowed(err: &ProtocolError, allow: &'static str) -> Re
 }
 
 /// A REST success: 200, the document, in the media type [`rest_success_type`] chose.
-pub(crate) fn rest_ok(result: &serde_json::Value, content_type: &'static str) -> Response<Body> {
+pub(crate) fn rest_ok(result: &RawValue, content_type: &'static str) -> Response<Body> {
     json(StatusCode::OK, content_type, result)
 }
 
@@ -83,12 +84,31 @@ pub(crate) fn rest_success_type(headers: &http::HeaderMap) -> &'static str {
     }
 }
 
+/// A JSON-RPC 2.0 success envelope around a result serialized once, embedded as is (what
+/// `JsonRpcResponse::success` writes, without first turning the result into a `Value`).
+#[derive(Serialize)]
+pub(crate) struct RpcSuccess<'a> {
+    jsonrpc: &'static str,
+    id: &'a JsonRpcId,
+    result: &'a RawValue,
+}
+
+impl<'a> RpcSuccess<'a> {
+    pub(crate) fn new(id: &'a JsonRpcId, result: &'a RawValue) -> Self {
+        Self {
+            jsonrpc: "2.0",
+            id,
+            result,
+        }
+    }
+}
+
 /// A JSON-RPC success (HTTP 200).
-pub(crate) fn rpc_result(id: JsonRpcId, result: serde_json::Value) -> Response<Body> {
+pub(crate) fn rpc_result(id: &JsonRpcId, result: &RawValue) -> Response<Body> {
     json(
         StatusCode::OK,
         APPLICATION_JSON,
-        &JsonRpcResponse::success(id, result),
+        &RpcSuccess::new(id, result),
     )
 }
 

@@ -24,6 +24,7 @@ use serde::Serialize;
 use tokio::time::error::Elapsed;
 
 use crate::error::ProtocolError;
+use crate::reply::RpcSuccess;
 
 /// The keep-alive comment frame.
 pub(crate) const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
@@ -41,8 +42,8 @@ impl Framing {
     fn event(&self, event: &StreamResponse) -> Result<Bytes, ProtocolError> {
         match self {
             Framing::JsonRpc(id) => {
-                let result = serde_json::to_value(event).map_err(serialize_failed)?;
-                data_frame(&JsonRpcResponse::success(id.clone(), result))
+                let result = serde_json::value::to_raw_value(event).map_err(serialize_failed)?;
+                data_frame(&RpcSuccess::new(id, &result))
             }
             Framing::Rest => data_frame(event),
         }
