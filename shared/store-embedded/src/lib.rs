@@ -76,6 +76,48 @@ struct LeaseDoc {
     expires_at: DateTime<Utc>,
 }
 
+/// Every table of the store, opened in one write transaction (the writer opens them once per
+/// transaction and runs all the jobs of its batch on them).
+pub(crate) struct Tables<'t> {
+    tasks: redb::Table<'t, &'static str, &'static str>,
+    meta: redb::Table<'t, &'static str, Counters>,
+    events: redb::Table<'t, (&'static str, u64), &'static str>,
+    history: redb::Table<'t, (&'static str, u64), &'static str>,
+    transcript: redb::Table<'t, (&'static str, u64), &'static str>,
+    artifacts: redb::Table<'t, (&'static str, &'static str), &'static str>,
+    message_ids: redb::Table<'t, (&'static str, &'static str), ()>,
+    inbox: redb::Table<'t, TimedKey, (&'static str, &'static str)>,
+    audit: redb::Table<'t, TimedKey, &'static str>,
+    push: redb::Table<'t, (&'static str, &'static str), &'static str>,
+    leases: redb::Table<'t, &'static str, &'static str>,
+    index: redb::Table<'t, TimedKey, ()>,
+}
+
+/// (version, terminal, events, history messages, transcript entries, artifact ids as JSON).
+type Counters = (u64, bool, u64, u64, u64, &'static str);
+/// (task or participant, seconds, nanoseconds, message or task id).
+type TimedKey = (&'static str, i64, u32, &'static str);
+
+impl<'t> Tables<'t> {
+    /// Opens (creating if needed) every table in `txn`.
+    pub(crate) fn open(txn: &'t WriteTransaction) -> Result<Self, redb::TableError> {
+        Ok(Self {
+            tasks: txn.open_table(TASKS)?,
+            meta: txn.open_table(META)?,
+            events: txn.open_table(EVENTS)?,
+            history: txn.open_table(HISTORY)?,
+            transcript: txn.open_table(TRANSCRIPT)?,
+            artifacts: txn.open_table(ARTIFACTS)?,
+            message_ids: txn.open_table(MESSAGE_IDS)?,
+            inbox: txn.open_table(INBOX)?,
+            audit: txn.open_table(AUDIT)?,
+            push: txn.open_table(PUSH)?,
+            leases: txn.open_table(LEASES)?,
+            index: txn.open_table(INDEX)?,
+        })
+    }
+}
+
 /// The store. Cheap to clone: clones share the open database and its writer; the last one
 /// dropped waits for queued writes and closes the file.
 #[derive(Clone)]
@@ -120,20 +162,7 @@ impl EmbeddedStore {
             )));
         }
         // Create every table up front, so readers never meet a missing one.
-        {
-            txn.open_table(TASKS).map_err(backend)?;
-            txn.open_table(META).map_err(backend)?;
-            txn.open_table(EVENTS).map_err(backend)?;
-            txn.open_table(HISTORY).map_err(backend)?;
-            txn.open_table(TRANSCRIPT).map_err(backend)?;
-            txn.open_table(ARTIFACTS).map_err(backend)?;
-            txn.open_table(MESSAGE_IDS).map_err(backend)?;
-            txn.open_table(INBOX).map_err(backend)?;
-            txn.open_table(AUDIT).map_err(backend)?;
-            txn.open_table(PUSH).map_err(backend)?;
-            txn.open_table(LEASES).map_err(backend)?;
-            txn.open_table(INDEX).map_err(backend)?;
-        }
+        drop(Tables::open(&txn).map_err(backend)?);
         txn.commit().map_err(backend)?;
         let db = Arc::new(db);
         let writer = Arc::new(writer::Writer::start(db.clone())?);
@@ -281,20 +310,19 @@ fn prepare_update(update: &TaskUpdate, docs: EncodedChange) -> StoreResult<Prepa
 }
 
 /// The version and terminal flag of a task, if it exists.
-fn meta_of(txn: &WriteTransaction, task_id: &str) -> StoreResult<Option<(u64, bool)>> {
-    let meta = txn.open_table(META).map_err(backend)?;
-    let found = meta.get(task_id).map_err(backend)?;
+fn meta_of(tables: &Tables, task_id: &str) -> StoreResult<Option<(u64, bool)>> {
+    let found = tables.meta.get(task_id).map_err(backend)?;
     Ok(found.map(|m| {
         let (version, terminal, ..) = m.value();
         (version, terminal)
     }))
 }
 
-fn check_message_ids(txn: &WriteTransaction, task_id: &str, ids: &[String]) -> StoreResult<()> {
-    let table = txn.open_table(MESSAGE_IDS).map_err(backend)?;
+fn check_message_ids(tables: &Tables, task_id: &str, ids: &[String]) -> StoreResult<()> {
     for (i, id) in ids.iter().enumerate() {
         if ids[..i].contains(id)
-            || table
+            || tables
+                .message_ids
                 .get((task_id, id.as_str()))
                 .map_err(backend)?
                 .is_some()
@@ -306,39 +334,32 @@ fn check_message_ids(txn: &WriteTransaction, task_id: &str, ids: &[String]) -> S
 }
 
 /// Every condition of a commit, judged before any of it is written.
-fn check_commit(txn: &WriteTransaction, changes: &[Prepared]) -> StoreResult<()> {
+fn check_commit(tables: &Tables, changes: &[Prepared]) -> StoreResult<()> {
     for change in changes {
         match change {
-            Prepared::Task(task) => check_task(txn, task)?,
-            Prepared::Enqueue { task_id, key, .. } => check_enqueue(txn, task_id, key)?,
+            Prepared::Task(task) => check_task(tables, task)?,
+            Prepared::Enqueue { task_id, key, .. } => check_enqueue(tables, task_id, key)?,
         }
     }
     Ok(())
 }
 
-fn check_task(txn: &WriteTransaction, change: &PreparedTask) -> StoreResult<()> {
+fn check_task(tables: &Tables, change: &PreparedTask) -> StoreResult<()> {
     let id = change.task_id.as_str();
-    match (meta_of(txn, id)?, change.expected_version) {
+    match (meta_of(tables, id)?, change.expected_version) {
         (Some(_), None) => return Err(Conflict::TaskExists(id.to_owned()).into()),
         (None, None) => {}
         (Some((version, _)), Some(expected)) if version == expected => {}
         (_, Some(_)) => return Err(Conflict::TaskChanged(id.to_owned()).into()),
     }
-    if change.lease.is_some()
-        && txn
-            .open_table(LEASES)
-            .map_err(backend)?
-            .get(id)
-            .map_err(backend)?
-            .is_some()
-    {
+    if change.lease.is_some() && tables.leases.get(id).map_err(backend)?.is_some() {
         return Err(Conflict::TaskExists(id.to_owned()).into());
     }
-    check_message_ids(txn, id, &change.message_ids)?;
-    let inbox = txn.open_table(INBOX).map_err(backend)?;
+    check_message_ids(tables, id, &change.message_ids)?;
     for key in &change.consume_inbox {
         let (secs, nanos) = time_key(key.enqueued_at);
-        if inbox
+        if tables
+            .inbox
             .get((id, secs, nanos, key.message_id.as_str()))
             .map_err(backend)?
             .is_none()
@@ -350,29 +371,29 @@ fn check_task(txn: &WriteTransaction, change: &PreparedTask) -> StoreResult<()> 
 }
 
 /// What `enqueue` checks: the task exists, is not terminal, and has not seen the id.
-fn check_enqueue(txn: &WriteTransaction, task_id: &str, key: &InboxKey) -> StoreResult<()> {
-    match meta_of(txn, task_id)? {
+fn check_enqueue(tables: &Tables, task_id: &str, key: &InboxKey) -> StoreResult<()> {
+    match meta_of(tables, task_id)? {
         None => return Err(StoreError::NotFound(format!("task {task_id}"))),
         Some((_, true)) => return Err(Conflict::TaskTerminal(task_id.to_owned()).into()),
         Some(_) => {}
     }
-    check_message_ids(txn, task_id, std::slice::from_ref(&key.message_id))
+    check_message_ids(tables, task_id, std::slice::from_ref(&key.message_id))
 }
 
 fn apply_enqueue(
-    txn: &WriteTransaction,
+    tables: &mut Tables,
     task_id: &str,
     key: &InboxKey,
     sender: &str,
     message: &str,
 ) -> StoreResult<()> {
-    txn.open_table(MESSAGE_IDS)
-        .map_err(backend)?
+    tables
+        .message_ids
         .insert((task_id, key.message_id.as_str()), ())
         .map_err(backend)?;
     let (secs, nanos) = time_key(key.enqueued_at);
-    txn.open_table(INBOX)
-        .map_err(backend)?
+    tables
+        .inbox
         .insert(
             (task_id, secs, nanos, key.message_id.as_str()),
             (sender, message),
@@ -381,18 +402,18 @@ fn apply_enqueue(
     Ok(())
 }
 
-fn apply_commit(txn: &WriteTransaction, changes: Vec<Prepared>) -> StoreResult<Vec<Committed>> {
+fn apply_commit(tables: &mut Tables, changes: Vec<Prepared>) -> StoreResult<Vec<Committed>> {
     let mut committed = Vec::with_capacity(changes.len());
     for change in changes {
         match change {
-            Prepared::Task(task) => committed.push(apply_task(txn, *task)?),
+            Prepared::Task(task) => committed.push(apply_task(tables, *task)?),
             Prepared::Enqueue {
                 task_id,
                 key,
                 sender,
                 message,
             } => {
-                apply_enqueue(txn, &task_id, &key, &sender, &message)?;
+                apply_enqueue(tables, &task_id, &key, &sender, &message)?;
                 committed.push(Committed {
                     task_id,
                     version: 0,
@@ -404,18 +425,21 @@ fn apply_commit(txn: &WriteTransaction, changes: Vec<Prepared>) -> StoreResult<V
     Ok(committed)
 }
 
-fn apply_task(txn: &WriteTransaction, change: PreparedTask) -> StoreResult<Committed> {
-    let mut meta = txn.open_table(META).map_err(backend)?;
-    let mut tasks = txn.open_table(TASKS).map_err(backend)?;
-    let mut events = txn.open_table(EVENTS).map_err(backend)?;
-    let mut history = txn.open_table(HISTORY).map_err(backend)?;
-    let mut transcript = txn.open_table(TRANSCRIPT).map_err(backend)?;
-    let mut artifacts = txn.open_table(ARTIFACTS).map_err(backend)?;
-    let mut message_ids = txn.open_table(MESSAGE_IDS).map_err(backend)?;
-    let mut inbox = txn.open_table(INBOX).map_err(backend)?;
-    let mut audit = txn.open_table(AUDIT).map_err(backend)?;
-    let mut index = txn.open_table(INDEX).map_err(backend)?;
-    let mut leases = txn.open_table(LEASES).map_err(backend)?;
+fn apply_task(tables: &mut Tables, change: PreparedTask) -> StoreResult<Committed> {
+    let Tables {
+        tasks,
+        meta,
+        events,
+        history,
+        transcript,
+        artifacts,
+        message_ids,
+        inbox,
+        audit,
+        index,
+        leases,
+        ..
+    } = tables;
     let id = change.task_id.as_str();
     let docs = &change.docs;
     if change.write_document {
@@ -580,8 +604,8 @@ impl TaskStore for EmbeddedStore {
         self.writer
             .write(
                 prepared,
-                |txn, prepared| check_commit(txn, prepared),
-                |txn, prepared, ()| apply_commit(txn, prepared),
+                |tables, prepared| check_commit(tables, prepared),
+                |tables, prepared, ()| apply_commit(tables, prepared),
             )
             .await
     }
@@ -731,9 +755,9 @@ impl InboxStore for EmbeddedStore {
         self.writer
             .write(
                 (task_id.to_owned(), item, message),
-                |txn, (id, item, _)| check_enqueue(txn, id, &item.key),
-                |txn, (id, item, message), ()| {
-                    apply_enqueue(txn, &id, &item.key, &item.sender, &message)
+                |tables, (id, item, _)| check_enqueue(tables, id, &item.key),
+                |tables, (id, item, message), ()| {
+                    apply_enqueue(tables, &id, &item.key, &item.sender, &message)
                 },
             )
             .await
@@ -766,10 +790,10 @@ impl InboxStore for EmbeddedStore {
 }
 
 /// The lease is still this holder's (same owner and token).
-fn held_by(txn: &WriteTransaction, lease: &Lease) -> StoreResult<()> {
+fn held_by(tables: &Tables, lease: &Lease) -> StoreResult<()> {
     let lost = || StoreError::from(Conflict::LeaseLost(lease.task_id.clone()));
-    let leases = txn.open_table(LEASES).map_err(backend)?;
-    let held = leases
+    let held = tables
+        .leases
         .get(lease.task_id.as_str())
         .map_err(backend)?
         .ok_or_else(lost)?;
@@ -789,9 +813,9 @@ fn lease_doc(lease: &Lease) -> StoreResult<String> {
     })
 }
 
-fn put_lease(txn: &WriteTransaction, lease: Lease, doc: String) -> StoreResult<Lease> {
-    txn.open_table(LEASES)
-        .map_err(backend)?
+fn put_lease(tables: &mut Tables, lease: Lease, doc: String) -> StoreResult<Lease> {
+    tables
+        .leases
         .insert(lease.task_id.as_str(), doc.as_str())
         .map_err(backend)?;
     Ok(lease)
@@ -816,9 +840,10 @@ impl LeaseStore for EmbeddedStore {
         self.writer
             .write(
                 (lease, doc),
-                move |txn, (lease, _)| {
-                    let leases = txn.open_table(LEASES).map_err(backend)?;
-                    if let Some(held) = leases.get(lease.task_id.as_str()).map_err(backend)? {
+                move |tables, (lease, _)| {
+                    if let Some(held) =
+                        tables.leases.get(lease.task_id.as_str()).map_err(backend)?
+                    {
                         let held: LeaseDoc = parse("lease", held.value())?;
                         if held.expires_at > now {
                             return Err(Conflict::LeaseHeld {
@@ -830,7 +855,7 @@ impl LeaseStore for EmbeddedStore {
                     }
                     Ok(())
                 },
-                |txn, (lease, doc), ()| put_lease(txn, lease, doc),
+                |tables, (lease, doc), ()| put_lease(tables, lease, doc),
             )
             .await
     }
@@ -844,17 +869,17 @@ impl LeaseStore for EmbeddedStore {
         self.writer
             .write(
                 (renewed, doc),
-                |txn, (renewed, _)| held_by(txn, renewed),
-                |txn, (renewed, doc), ()| put_lease(txn, renewed, doc),
+                |tables, (renewed, _)| held_by(tables, renewed),
+                |tables, (renewed, doc), ()| put_lease(tables, renewed, doc),
             )
             .await
     }
 
     async fn release(&self, lease: &Lease) -> StoreResult<()> {
         self.writer
-            .write(lease.clone(), held_by, |txn, lease, ()| {
-                txn.open_table(LEASES)
-                    .map_err(backend)?
+            .write(lease.clone(), held_by, |tables, lease, ()| {
+                tables
+                    .leases
                     .remove(lease.task_id.as_str())
                     .map_err(backend)?;
                 Ok(())
@@ -894,16 +919,16 @@ impl PushConfigStore for EmbeddedStore {
         self.writer
             .write(
                 (config, id, doc),
-                |txn, (config, _, _)| {
+                |tables, (config, _, _)| {
                     let task = config.task_id.as_str();
-                    match meta_of(txn, task)? {
+                    match meta_of(tables, task)? {
                         Some(_) => Ok(()),
                         None => Err(StoreError::NotFound(format!("task {task}"))),
                     }
                 },
-                |txn, (config, id, doc), ()| {
-                    txn.open_table(PUSH)
-                        .map_err(backend)?
+                |tables, (config, id, doc), ()| {
+                    tables
+                        .push
                         .insert((config.task_id.as_str(), id.as_str()), doc.as_str())
                         .map_err(backend)?;
                     Ok(config)
@@ -944,9 +969,9 @@ impl PushConfigStore for EmbeddedStore {
             .write(
                 (task_id.to_owned(), config_id.to_owned()),
                 |_, _| Ok(()),
-                |txn, (task, id), ()| {
-                    txn.open_table(PUSH)
-                        .map_err(backend)?
+                |tables, (task, id), ()| {
+                    tables
+                        .push
                         .remove((task.as_str(), id.as_str()))
                         .map_err(backend)?;
                     Ok(())

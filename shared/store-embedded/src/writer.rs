@@ -16,12 +16,18 @@
 //! with that failure; the jobs not yet run go into a fresh transaction.
 //!
 //! Readers read committed transactions only, so they never see a write before it is durable.
+//!
+//! The store's tables are opened once per transaction ([`Tables`]) and every job of the
+//! batch works on them: opening a redb table looks it up in the transaction's table tree and
+//! checks its key and value types, which cost as much as the writes of a small job.
 
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
-use redb::{Database, WriteTransaction};
+use redb::Database;
 use task_store::{StoreError, StoreResult};
+
+use crate::Tables;
 
 /// Most jobs one commit covers (bounds a caller's wait under a flood of writes).
 const MAX_BATCH: usize = 512;
@@ -41,7 +47,7 @@ enum Ran {
 }
 
 trait Job: Send {
-    fn run(&mut self, txn: &WriteTransaction) -> Ran;
+    fn run(&mut self, tables: &mut Tables<'_>) -> Ran;
     /// Answers the caller; `committed` is how the transaction it ran in ended (ignored for a
     /// refused job).
     fn answer(self: Box<Self>, committed: Result<(), &str>);
@@ -60,24 +66,24 @@ impl<I, C, T, K, A> Job for Typed<I, C, T, K, A>
 where
     I: Send,
     T: Send,
-    K: FnOnce(&WriteTransaction, &I) -> StoreResult<C> + Send,
-    A: FnOnce(&WriteTransaction, I, C) -> StoreResult<T> + Send,
+    K: FnOnce(&Tables<'_>, &I) -> StoreResult<C> + Send,
+    A: FnOnce(&mut Tables<'_>, I, C) -> StoreResult<T> + Send,
 {
-    fn run(&mut self, txn: &WriteTransaction) -> Ran {
+    fn run(&mut self, tables: &mut Tables<'_>) -> Ran {
         let (Some(input), Some(check), Some(apply)) =
             (self.input.take(), self.check.take(), self.apply.take())
         else {
             self.outcome = Some(Err(backend("a write job ran twice")));
             return Ran::Refused;
         };
-        let checked = match check(txn, &input) {
+        let checked = match check(tables, &input) {
             Ok(checked) => checked,
             Err(err) => {
                 self.outcome = Some(Err(err));
                 return Ran::Refused;
             }
         };
-        let applied = apply(txn, input, checked);
+        let applied = apply(tables, input, checked);
         let ran = if applied.is_ok() {
             Ran::Applied
         } else {
@@ -126,8 +132,8 @@ impl Writer {
         I: Send + 'static,
         C: 'static,
         T: Send + 'static,
-        K: FnOnce(&WriteTransaction, &I) -> StoreResult<C> + Send + 'static,
-        A: FnOnce(&WriteTransaction, I, C) -> StoreResult<T> + Send + 'static,
+        K: for<'t> FnOnce(&Tables<'t>, &I) -> StoreResult<C> + Send + 'static,
+        A: for<'t> FnOnce(&mut Tables<'t>, I, C) -> StoreResult<T> + Send + 'static,
     {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job: Box<dyn Job> = Box::new(Typed {
@@ -159,6 +165,13 @@ impl Drop for Writer {
     }
 }
 
+/// Answers every job with a failure that happened before any of them ran.
+fn fail_all(jobs: impl Iterator<Item = Box<dyn Job>>, why: &str) {
+    for job in jobs {
+        job.answer(Err(why));
+    }
+}
+
 fn run(db: &Database, queue: &mpsc::Receiver<Box<dyn Job>>) {
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
@@ -175,10 +188,14 @@ fn run(db: &Database, queue: &mpsc::Receiver<Box<dyn Job>>) {
             let txn = match db.begin_write() {
                 Ok(txn) => txn,
                 Err(err) => {
-                    let why = err.to_string();
-                    for job in pending {
-                        job.answer(Err(&why));
-                    }
+                    fail_all(pending, &err.to_string());
+                    break;
+                }
+            };
+            let mut tables = match Tables::open(&txn) {
+                Ok(tables) => tables,
+                Err(err) => {
+                    fail_all(pending, &err.to_string());
                     break;
                 }
             };
@@ -186,7 +203,7 @@ fn run(db: &Database, queue: &mpsc::Receiver<Box<dyn Job>>) {
             let mut refused = Vec::new();
             let mut broken = None;
             for mut job in pending.by_ref() {
-                match job.run(&txn) {
+                match job.run(&mut tables) {
                     Ran::Applied => applied.push(job),
                     Ran::Refused => refused.push(job),
                     Ran::Broken => {
@@ -195,6 +212,7 @@ fn run(db: &Database, queue: &mpsc::Receiver<Box<dyn Job>>) {
                     }
                 }
             }
+            drop(tables); // the tables borrow the transaction they were opened in
             for job in refused {
                 job.answer(Ok(()));
             }
