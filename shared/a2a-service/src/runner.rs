@@ -26,6 +26,13 @@ use crate::config::ServiceConfig;
 use crate::listener::EventListener;
 use crate::{subtasks, view};
 
+/// A task its creator just committed with its first message queued and its lease held:
+/// what the creator hands its runner so the first run reads neither back.
+pub struct Created {
+    pub task: StoredTask,
+    pub item: InboxItem,
+}
+
 #[derive(Clone)]
 pub struct Runner {
     inner: Arc<Inner>,
@@ -154,24 +161,26 @@ impl Runner {
         self.track(tokio::spawn(async move { runner.run(&task_id).await }));
     }
 
-    /// Runs in the background a task whose lease this runner already holds.
-    pub fn kick_leased(&self, lease: Lease) {
+    /// Runs in the background a task whose lease this runner already holds; `first`, when
+    /// the caller just created the task, is what it committed (the first queued message is
+    /// then run without reading the inbox and the task back).
+    pub fn kick_leased(&self, lease: Lease, first: Option<Created>) {
         let runner = self.clone();
         self.track(tokio::spawn(async move {
             let task_id = lease.task_id.clone();
-            runner.report(&task_id, runner.try_run(&task_id, Some(lease)).await);
+            runner.report(&task_id, runner.try_run(&task_id, Some(lease), first).await);
         }));
     }
 
     /// Takes the lease and drains the inbox; returns at once if another runner holds it.
     pub async fn run(&self, task_id: &str) {
-        self.report(task_id, self.try_run(task_id, None).await);
+        self.report(task_id, self.try_run(task_id, None, None).await);
     }
 
     /// Runs the task here and now: with `lease` when the caller hands one over (a run
     /// dispatched by another process), else by taking it.
     pub async fn run_with(&self, task_id: &str, lease: Option<Lease>) {
-        self.report(task_id, self.try_run(task_id, lease).await);
+        self.report(task_id, self.try_run(task_id, lease, None).await);
     }
 
     fn report(&self, task_id: &str, outcome: Result<(), StoreError>) {
@@ -180,7 +189,12 @@ impl Runner {
         }
     }
 
-    async fn try_run(&self, task_id: &str, mut held: Option<Lease>) -> Result<(), StoreError> {
+    async fn try_run(
+        &self,
+        task_id: &str,
+        mut held: Option<Lease>,
+        mut first: Option<Created>,
+    ) -> Result<(), StoreError> {
         let store = &self.inner.store;
         let owner = self.owner();
         let ttl = self.ttl();
@@ -195,13 +209,16 @@ impl Runner {
                 Err(err) => return Err(err),
             };
             loop {
-                let items = store.inbox(task_id).await?;
+                let (items, mut known) = match first.take() {
+                    Some(created) => (vec![created.item], Some(created.task)),
+                    None => (store.inbox(task_id).await?, None),
+                };
                 if items.is_empty() {
                     break;
                 }
                 for item in items {
                     lease = self.keep(lease, ttl).await?;
-                    self.process(task_id, &item).await?;
+                    self.process(task_id, &item, known.take()).await?;
                 }
             }
             match store.release(&lease).await {
@@ -276,10 +293,19 @@ impl Runner {
             .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))
     }
 
-    /// One inbox item, from intake to the committed outcome.
-    async fn process(&self, task_id: &str, item: &InboxItem) -> Result<(), StoreError> {
+    /// One inbox item, from intake to the committed outcome; `known` is the task as its
+    /// creator committed it, if the caller has it (a retry reads it again).
+    async fn process(
+        &self,
+        task_id: &str,
+        item: &InboxItem,
+        mut known: Option<StoredTask>,
+    ) -> Result<(), StoreError> {
         for _ in 0..MAX_RETRIES {
-            let stored = self.read(task_id).await?;
+            let stored = match known.take() {
+                Some(task) => task,
+                None => self.read(task_id).await?,
+            };
             match self.attempt(&stored, item).await {
                 Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
                 // Another runner recorded it (a lease that expired under a slow turn).
@@ -769,7 +795,7 @@ impl TurnContext<'_> {
                 Ok(applied) => {
                     self.task = applied;
                     for lease in leases {
-                        self.runner.kick_leased(lease);
+                        self.runner.kick_leased(lease, None);
                     }
                     return Ok(true);
                 }

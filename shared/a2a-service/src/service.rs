@@ -40,7 +40,7 @@ use crate::error::ServiceError;
 use crate::identity;
 use crate::listener::{EventListener, Wakeup};
 use crate::push::{WebhookPolicy, check_webhook_url};
-use crate::runner::Runner;
+use crate::runner::{Created, Runner};
 use crate::{subtasks, view};
 
 /// How many times a request re-reads a task whose version moved under it.
@@ -87,6 +87,8 @@ enum Intake {
         push_from: u64,
         /// The run lease, when the task was created with it (this process runs it).
         lease: Option<Lease>,
+        /// The task as just created with the message queued, for its runner.
+        created: Option<Box<Created>>,
     },
     /// The agent answered a new message directly: no task, nothing stored.
     Direct(Box<Message>),
@@ -383,8 +385,14 @@ impl Service {
             config.task_id = task_id;
             if let Err(err) = self.put_push_config(config, from).await {
                 // The message is queued all the same: run it rather than strand it.
-                if let Intake::Queued { task_id, lease, .. } = intake {
-                    self.start(&task_id, lease);
+                if let Intake::Queued {
+                    task_id,
+                    lease,
+                    created,
+                    ..
+                } = intake
+                {
+                    self.start(&task_id, lease, created);
                 }
                 return Err(err);
             }
@@ -392,10 +400,11 @@ impl Service {
         Ok(intake)
     }
 
-    /// Runs a queued message: with the lease the task was created with, or by taking it.
-    fn start(&self, task_id: &str, lease: Option<Lease>) {
+    /// Runs a queued message: with the lease the task was created with (and what its
+    /// creation committed), or by taking it.
+    fn start(&self, task_id: &str, lease: Option<Lease>, created: Option<Box<Created>>) {
         match lease {
-            Some(lease) => self.runner.kick_leased(lease),
+            Some(lease) => self.runner.kick_leased(lease, created.map(|c| *c)),
             None => self.runner.kick(task_id),
         };
     }
@@ -587,7 +596,8 @@ impl Service {
                 },
             )
             .map_err(domain_error)?;
-            new.inbox.push(Self::inbox_item(sender, message, &record));
+            let item = Self::inbox_item(sender, message, &record);
+            new.inbox.push(item.clone());
             record.status = view::status(accepted.to, None, now);
             record.sub_state = accepted.sub_state;
             new.events
@@ -595,6 +605,7 @@ impl Service {
             new.record = record;
             let lease = self.runner.new_lease(&task_id);
             new.lease = Some(lease.clone());
+            let task = new.applied();
             self.commit(vec![Change::Create(Box::new(new))])
                 .await
                 .map_err(store_error)?;
@@ -605,6 +616,7 @@ impl Service {
                 from_seq: 1,
                 push_from: 0,
                 lease: Some(lease),
+                created: Some(Box::new(Created { task, item })),
             });
         }
         // An envelope alone creates the task and asks nothing of the agent: like a command,
@@ -821,6 +833,7 @@ impl Service {
                 from_seq: current.counters.events,
                 push_from: current.counters.events,
                 lease,
+                created: None,
             }),
             Err(StoreError::Conflict(Conflict::DuplicateMessage { .. })) => {
                 // A repeat of a message already received: answer with the task as it is.
@@ -1079,6 +1092,7 @@ impl A2aApi for Service {
                 first,
                 from_seq,
                 lease,
+                created,
                 ..
             } => {
                 match (&self.dispatcher, immediately) {
@@ -1089,10 +1103,10 @@ impl A2aApi for Service {
                                 task_id,
                                 why, "the run could not be handed off; running it here"
                             );
-                            self.start(&task_id, lease);
+                            self.start(&task_id, lease, created);
                         }
                     }
-                    _ => self.start(&task_id, lease),
+                    _ => self.start(&task_id, lease, created),
                 }
                 if !immediately {
                     // Blocking: until the task ends or waits on the answer to this message.
@@ -1133,9 +1147,10 @@ impl A2aApi for Service {
                 first,
                 from_seq,
                 lease,
+                created,
                 ..
             } => {
-                self.start(&task_id, lease);
+                self.start(&task_id, lease, created);
                 Ok(self.follow(task_id, *first, from_seq, Some(message_id)))
             }
         }

@@ -128,16 +128,13 @@ pub async fn commit(
     let notes: Vec<Change> = changes
         .iter()
         .flat_map(|change| match change {
-            Change::Update(update) => {
-                let applied = update.applied();
-                parent_notes(
-                    Some(&update.base.record),
-                    &applied.record,
-                    applied.version,
-                    agent_id,
-                    now,
-                )
-            }
+            Change::Update(update) => parent_notes(
+                Some(&update.base.record),
+                update.record.as_ref().unwrap_or(&update.base.record),
+                update.base.version + 1,
+                agent_id,
+                now,
+            ),
             _ => Vec::new(),
         })
         .collect();

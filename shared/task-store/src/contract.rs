@@ -167,6 +167,7 @@ pub async fn create_then_get(store: Arc<dyn Store>) {
     new.events = vec![snapshot(&rec), status_event(&rec, "hello")];
     new.history = vec![user_message("m-1", "Refund order 48213")];
     new.message_ids = vec!["m-1".into()];
+    let applied = new.applied();
     let committed = store
         .commit(vec![Change::Create(Box::new(new))])
         .await
@@ -180,6 +181,8 @@ pub async fn create_then_get(store: Arc<dyn Store>) {
         }]
     );
     let got = store.get("t-1").await.expect("get").expect("exists");
+    // What the creator uses instead of reading the new task back.
+    assert_eq!(applied, got);
     assert_eq!(got.record, rec);
     assert_eq!(got.version, 1);
     assert_eq!(

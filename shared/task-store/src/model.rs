@@ -190,6 +190,16 @@ impl NewTask {
             lease: None,
         }
     }
+
+    /// The task as the store holds it once created: what a `get` would read then, without
+    /// reading (version 1; queued inbox items are not counters).
+    pub fn applied(&self) -> StoredTask {
+        StoredTask {
+            record: self.record.clone(),
+            version: 1,
+            counters: TaskCounters::default().after(self.events.len(), self.history.len(), 0, &[]),
+        }
+    }
 }
 
 /// A change to an existing task, applied only if its expectations hold.

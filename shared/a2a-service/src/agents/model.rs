@@ -220,13 +220,17 @@ impl Agent for ModelAgent {
         }
         let task_id = turn.task().record.id.clone();
         let message_id = turn.message().message_id.clone();
-        let stored: Vec<Entry> = turn
-            .store()
-            .transcript(&task_id, 0)
-            .await?
-            .into_iter()
-            .filter_map(|v| serde_json::from_value(v).ok())
-            .collect();
+        // A task without transcript entries (a first run) has nothing to read back.
+        let stored: Vec<Entry> = if turn.task().counters.transcript == 0 {
+            Vec::new()
+        } else {
+            turn.store()
+                .transcript(&task_id, 0)
+                .await?
+                .into_iter()
+                .filter_map(|v| serde_json::from_value(v).ok())
+                .collect()
+        };
         // A run resumed after a crash finds its own message and turns at the end.
         let resumed = stored
             .iter()
