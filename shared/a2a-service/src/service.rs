@@ -27,8 +27,8 @@ use task_core::lifecycle::{self, LifecycleEvent};
 use task_core::policy::{self, AccessDenied, Action};
 use task_core::{A2UI_MEDIA_TYPE, DomainError, TASK_METADATA_KEY};
 use task_store::{
-    AuditEntry, Change, Conflict, InboxItem, InboxKey, Lease, ListQuery, NewTask, Store,
-    StoreError, StoredTask, TaskRecord, TaskUpdate,
+    AuditEntry, Change, Conflict, InboxItem, InboxKey, Lease, ListQuery, NewTask, PendingCommit,
+    Store, StoreError, StoredTask, TaskRecord, TaskUpdate,
 };
 use tracing::{error, warn};
 
@@ -85,13 +85,22 @@ enum Intake {
         first: Box<Task>,
         from_seq: u64,
         push_from: u64,
-        /// The run lease, when the task was created with it (this process runs it).
-        lease: Option<Lease>,
-        /// The task as just created with the message queued, for its runner.
-        created: Option<Box<Created>>,
+        run: Run,
     },
     /// The agent answered a new message directly: no task, nothing stored.
     Direct(Box<Message>),
+}
+
+/// How a queued message is to be run.
+struct Run {
+    /// The run lease, when the task was created with it (this process runs it).
+    lease: Option<Lease>,
+    /// The task as just created with the message queued, for its runner.
+    created: Option<Box<Created>>,
+    /// The commit that creates the task, submitted and not yet known to be done
+    /// (`TaskStore::submit`): the runner may start before it is, as its own writes come
+    /// after it, but no client is answered until it is.
+    committing: Option<PendingCommit>,
 }
 
 impl Intake {
@@ -382,29 +391,71 @@ impl Service {
             Intake::Direct(_) => None,
         };
         if let (Some(mut config), Some((task_id, from))) = (push, push_from) {
+            let mut intake = intake;
+            // The config is stored on the task, which must be created first.
+            if let Intake::Queued { task_id, run, .. } = &mut intake {
+                self.settle(task_id, run.committing.take()).await?;
+            }
             config.task_id = task_id;
             if let Err(err) = self.put_push_config(config, from).await {
                 // The message is queued all the same: run it rather than strand it.
-                if let Intake::Queued {
-                    task_id,
-                    lease,
-                    created,
-                    ..
-                } = intake
-                {
-                    self.start(&task_id, lease, created);
+                if let Intake::Queued { task_id, run, .. } = intake {
+                    self.start(&task_id, run);
                 }
                 return Err(err);
             }
+            return Ok(intake);
         }
         Ok(intake)
     }
 
-    /// Runs a queued message: with the lease the task was created with (and what its
+    /// Waits for the commit that created the task of a queued message, if it is still on its
+    /// way, then tells the listeners of the events it appended.
+    async fn settle(
+        &self,
+        task_id: &str,
+        committing: Option<PendingCommit>,
+    ) -> Result<(), ServiceError> {
+        if let Some(committing) = committing {
+            committing.await.map_err(store_error)?;
+            self.appended(task_id);
+        }
+        Ok(())
+    }
+
+    /// Runs a queued message: here, or handed to the dispatcher when `hand_off` asks for it
+    /// and one is configured. Returns once the write that queued it is durable.
+    async fn launch(
+        &self,
+        task_id: &str,
+        mut run: Run,
+        hand_off: bool,
+    ) -> Result<(), ServiceError> {
+        if let (Some(dispatcher), true) = (&self.dispatcher, hand_off) {
+            // Another process reads the task: it must be there first.
+            self.settle(task_id, run.committing.take()).await?;
+            if let Err(why) = dispatcher.dispatch(task_id, run.lease.clone()).await {
+                // Run it here rather than leave it to the sweeper.
+                warn!(
+                    task_id,
+                    why, "the run could not be handed off; running it here"
+                );
+                self.start(task_id, run);
+            }
+            return Ok(());
+        }
+        // The run may start before its task's creation is durable: whatever it writes is
+        // ordered after that commit, and group commit can make both durable together.
+        let committing = run.committing.take();
+        self.start(task_id, run);
+        self.settle(task_id, committing).await
+    }
+
+    /// Runs a queued message here: with the lease the task was created with (and what its
     /// creation committed), or by taking it.
-    fn start(&self, task_id: &str, lease: Option<Lease>, created: Option<Box<Created>>) {
-        match lease {
-            Some(lease) => self.runner.kick_leased(lease, created.map(|c| *c)),
+    fn start(&self, task_id: &str, run: Run) {
+        match run.lease {
+            Some(lease) => self.runner.kick_leased(lease, run.created.map(|c| *c)),
             None => self.runner.kick(task_id),
         };
     }
@@ -606,7 +657,10 @@ impl Service {
             let lease = self.runner.new_lease(&task_id);
             new.lease = Some(lease.clone());
             let task = new.applied();
-            self.commit(vec![Change::Create(Box::new(new))])
+            // A creation owes no parent a note: the store's submit, announced in `settle`.
+            let committing = self
+                .store
+                .submit(vec![Change::Create(Box::new(new))])
                 .await
                 .map_err(store_error)?;
             return Ok(Intake::Queued {
@@ -615,8 +669,11 @@ impl Service {
                 first: Box::new(created),
                 from_seq: 1,
                 push_from: 0,
-                lease: Some(lease),
-                created: Some(Box::new(Created { task, item })),
+                run: Run {
+                    lease: Some(lease),
+                    created: Some(Box::new(Created { task, item })),
+                    committing: Some(committing),
+                },
             });
         }
         // An envelope alone creates the task and asks nothing of the agent: like a command,
@@ -832,8 +889,11 @@ impl Service {
                 first: Box::new(view::task(&current.record, None, None)),
                 from_seq: current.counters.events,
                 push_from: current.counters.events,
-                lease,
-                created: None,
+                run: Run {
+                    lease,
+                    created: None,
+                    committing: None,
+                },
             }),
             Err(StoreError::Conflict(Conflict::DuplicateMessage { .. })) => {
                 // A repeat of a message already received: answer with the task as it is.
@@ -1091,23 +1151,10 @@ impl A2aApi for Service {
                 message_id,
                 first,
                 from_seq,
-                lease,
-                created,
+                run,
                 ..
             } => {
-                match (&self.dispatcher, immediately) {
-                    (Some(dispatcher), true) => {
-                        if let Err(why) = dispatcher.dispatch(&task_id, lease.clone()).await {
-                            // Run it here rather than leave it to the sweeper.
-                            warn!(
-                                task_id,
-                                why, "the run could not be handed off; running it here"
-                            );
-                            self.start(&task_id, lease, created);
-                        }
-                    }
-                    _ => self.start(&task_id, lease, created),
-                }
+                self.launch(&task_id, run, immediately).await?;
                 if !immediately {
                     // Blocking: until the task ends or waits on the answer to this message.
                     let mut events =
@@ -1146,11 +1193,10 @@ impl A2aApi for Service {
                 message_id,
                 first,
                 from_seq,
-                lease,
-                created,
+                run,
                 ..
             } => {
-                self.start(&task_id, lease, created);
+                self.launch(&task_id, run, false).await?;
                 Ok(self.follow(task_id, *first, from_seq, Some(message_id)))
             }
         }

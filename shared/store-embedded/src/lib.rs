@@ -32,8 +32,8 @@ use serde::{Deserialize, Serialize};
 use task_store::limits::{self, EncodedChange};
 use task_store::{
     AuditEntry, Change, Committed, Conflict, InboxItem, InboxKey, InboxStore, Lease, LeaseStore,
-    ListQuery, NewTask, PushConfig, PushConfigStore, StoreError, StoreResult, StoredEvent,
-    StoredTask, TaskCounters, TaskPage, TaskRecord, TaskStore, TaskUpdate,
+    ListQuery, NewTask, PendingCommit, PushConfig, PushConfigStore, StoreError, StoreResult,
+    StoredEvent, StoredTask, TaskCounters, TaskPage, TaskRecord, TaskStore, TaskUpdate,
 };
 use writer::backend;
 
@@ -580,6 +580,11 @@ fn matches(query: &ListQuery, record: &TaskRecord) -> bool {
 #[async_trait]
 impl TaskStore for EmbeddedStore {
     async fn commit(&self, changes: Vec<Change>) -> StoreResult<Vec<Committed>> {
+        self.submit(changes).await?.await
+    }
+
+    /// Queued for the writer before it returns: the writer applies queued writes in order.
+    async fn submit(&self, changes: Vec<Change>) -> StoreResult<PendingCommit> {
         // Encoded and prepared before the writer sees them, so size errors and conditions
         // that need no database never hold the writer.
         let encoded = limits::encode_changes(&changes)?;
@@ -601,13 +606,12 @@ impl TaskStore for EmbeddedStore {
                 })
             })
             .collect::<StoreResult<Vec<_>>>()?;
-        self.writer
-            .write(
-                prepared,
-                |tables, prepared| check_commit(tables, prepared),
-                |tables, prepared, ()| apply_commit(tables, prepared),
-            )
-            .await
+        let outcome = self.writer.submit(
+            prepared,
+            |tables, prepared| check_commit(tables, prepared),
+            |tables, prepared, ()| apply_commit(tables, prepared),
+        )?;
+        Ok(Box::pin(outcome))
     }
 
     async fn get(&self, task_id: &str) -> StoreResult<Option<StoredTask>> {

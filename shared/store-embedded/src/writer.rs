@@ -135,6 +135,25 @@ impl Writer {
         K: for<'t> FnOnce(&Tables<'t>, &I) -> StoreResult<C> + Send + 'static,
         A: for<'t> FnOnce(&mut Tables<'t>, I, C) -> StoreResult<T> + Send + 'static,
     {
+        self.submit(input, check, apply)?.await
+    }
+
+    /// [`write`](Self::write) in two steps: the write is queued when this returns (so a write
+    /// queued afterwards runs after it, in the same batch or a later one), and the returned
+    /// future gives its outcome once durable.
+    pub(crate) fn submit<I, C, T, K, A>(
+        &self,
+        input: I,
+        check: K,
+        apply: A,
+    ) -> StoreResult<impl std::future::Future<Output = StoreResult<T>> + Send + 'static>
+    where
+        I: Send + 'static,
+        C: 'static,
+        T: Send + 'static,
+        K: for<'t> FnOnce(&Tables<'t>, &I) -> StoreResult<C> + Send + 'static,
+        A: for<'t> FnOnce(&mut Tables<'t>, I, C) -> StoreResult<T> + Send + 'static,
+    {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job: Box<dyn Job> = Box::new(Typed {
             input: Some(input),
@@ -149,9 +168,11 @@ impl Writer {
             .ok_or_else(|| backend("the store is closed"))?
             .send(job)
             .map_err(|_| backend("the store's writer stopped"))?;
-        answer
-            .await
-            .map_err(|_| backend("the store's writer stopped"))?
+        Ok(async move {
+            answer
+                .await
+                .map_err(|_| backend("the store's writer stopped"))?
+        })
     }
 }
 

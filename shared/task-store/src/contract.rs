@@ -26,7 +26,7 @@ use crate::port::Store;
 macro_rules! contract_suite {
     ($make:expr) => {
         $crate::contract_suite!(@tests $make;
-            create_then_get, create_conflicts_when_the_task_exists, update_needs_the_version_it_read,
+            create_then_get, a_commit_submitted_after_another_is_applied_after_it, create_conflicts_when_the_task_exists, update_needs_the_version_it_read,
             update_checks_the_allowed_states, update_checks_the_actors_role, events_are_gapless_and_readable_from_a_seq,
             message_ids_are_deduplicated, history_reads_all_or_the_newest, documents_over_the_cap_are_refused,
             artifacts_keep_their_first_order, an_update_applied_is_what_the_store_reads, a_multi_task_commit_is_atomic, a_task_is_created_with_its_first_message_queued, a_task_is_created_with_its_lease, the_transcript_is_appended_and_read_from_a_number, a_commit_can_queue_a_message_for_another_task, list_is_scoped_ordered_filtered_and_paged,
@@ -215,6 +215,41 @@ pub async fn create_then_get(store: Arc<dyn Store>) {
             .expect("events")
             .is_empty()
     );
+}
+
+/// `submit` orders commits before they are done: an update submitted after the submit of
+/// the creation it builds on sees it, whichever is awaited first; a refusal found when the
+/// commit is applied comes from its future.
+pub async fn a_commit_submitted_after_another_is_applied_after_it(store: Arc<dyn Store>) {
+    let rec = record("t-1", "ctx", TEAM, TaskState::Working, at(0));
+    let mut new = NewTask::new(rec.clone());
+    new.events = vec![snapshot(&rec)];
+    let created = new.applied();
+    let creating = store
+        .submit(vec![Change::Create(Box::new(new))])
+        .await
+        .expect("submit the creation");
+    let mut next = rec.clone();
+    next.status.state = TaskState::InputRequired;
+    let mut u = update(&created);
+    u.events = vec![status_event(&next, "answered")];
+    u.history = vec![user_message("m-1", "hi")];
+    u.record = Some(next.clone());
+    let updating = store
+        .submit(vec![Change::Update(Box::new(u))])
+        .await
+        .expect("submit the update");
+    let updated = updating.await.expect("the update sees the creation");
+    assert_eq!(updated[0].event_seqs, vec![1]);
+    assert_eq!(creating.await.expect("created")[0].event_seqs, vec![0]);
+    let got = store.get("t-1").await.expect("get").expect("exists");
+    assert_eq!((got.version, got.record), (2, next));
+
+    let again = store
+        .submit(vec![Change::Create(Box::new(NewTask::new(rec)))])
+        .await
+        .expect("a conflict is found when the commit is applied");
+    assert_eq!(conflict(again.await), Conflict::TaskExists("t-1".into()));
 }
 
 pub async fn create_conflicts_when_the_task_exists(store: Arc<dyn Store>) {

@@ -10,6 +10,10 @@ use chrono::{DateTime, Duration, Utc};
 use crate::error::StoreResult;
 use crate::model::*;
 
+/// A commit on its way (see [`TaskStore::submit`]): awaiting it gives the commit's outcome.
+pub type PendingCommit =
+    std::pin::Pin<Box<dyn std::future::Future<Output = StoreResult<Vec<Committed>>> + Send>>;
+
 /// Tasks and their logs.
 #[async_trait]
 pub trait TaskStore: Send + Sync {
@@ -29,6 +33,21 @@ pub trait TaskStore: Send + Sync {
     /// Several changes in one commit (a parent and its new child, a child and the parent's
     /// mirrored ref) stand or fall together.
     async fn commit(&self, changes: Vec<Change>) -> StoreResult<Vec<Committed>>;
+
+    /// [`commit`](Self::commit) in two steps. Once `submit` has returned, a commit made
+    /// afterwards by this process is applied after this one and judged on the state it
+    /// leaves, even if neither is durable yet: a change that builds on this one (an update of
+    /// the task this one creates) can be submitted before this one is done, and a store that
+    /// groups commits may then make both durable together. The returned future gives the
+    /// outcome, as `commit` does; nothing may be told to a client before it did. Refusals
+    /// found before anything is queued (a document over its cap) come from `submit` itself.
+    ///
+    /// The default commits before it returns (for a store that cannot order a write it has
+    /// not finished).
+    async fn submit(&self, changes: Vec<Change>) -> StoreResult<PendingCommit> {
+        let outcome = self.commit(changes).await;
+        Ok(Box::pin(std::future::ready(outcome)))
+    }
 
     /// The task, or `None`.
     async fn get(&self, task_id: &str) -> StoreResult<Option<StoredTask>>;
