@@ -31,6 +31,10 @@ use crate::{subtasks, view};
 pub struct Created {
     pub task: StoredTask,
     pub item: InboxItem,
+    /// Told the task as the run of this message committed it (dropped unanswered if the run
+    /// stopped, or another runner recorded the message): a blocking send in this process
+    /// answers from it instead of following the event log.
+    pub processed: Option<tokio::sync::oneshot::Sender<StoredTask>>,
 }
 
 #[derive(Clone)]
@@ -209,16 +213,19 @@ impl Runner {
                 Err(err) => return Err(err),
             };
             loop {
-                let (items, mut known) = match first.take() {
-                    Some(created) => (vec![created.item], Some(created.task)),
-                    None => (store.inbox(task_id).await?, None),
+                let (items, mut known, mut processed) = match first.take() {
+                    Some(created) => (vec![created.item], Some(created.task), created.processed),
+                    None => (store.inbox(task_id).await?, None, None),
                 };
                 if items.is_empty() {
                     break;
                 }
                 for item in items {
                     lease = self.keep(lease, ttl).await?;
-                    self.process(task_id, &item, known.take()).await?;
+                    let outcome = self.process(task_id, &item, known.take()).await?;
+                    if let (Some(tell), Some(task)) = (processed.take(), outcome) {
+                        let _ = tell.send(task); // the sender may have gone
+                    }
                 }
             }
             match store.release(&lease).await {
@@ -294,13 +301,14 @@ impl Runner {
     }
 
     /// One inbox item, from intake to the committed outcome; `known` is the task as its
-    /// creator committed it, if the caller has it (a retry reads it again).
+    /// creator committed it, if the caller has it (a retry reads it again). Returns the task
+    /// as the outcome left it, `None` if another runner recorded the item.
     async fn process(
         &self,
         task_id: &str,
         item: &InboxItem,
         mut known: Option<StoredTask>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<StoredTask>, StoreError> {
         for _ in 0..MAX_RETRIES {
             let stored = match known.take() {
                 Some(task) => task,
@@ -309,8 +317,8 @@ impl Runner {
             match self.attempt(&stored, item).await {
                 Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
                 // Another runner recorded it (a lease that expired under a slow turn).
-                Err(StoreError::Conflict(Conflict::InboxItemGone(_))) => return Ok(()),
-                other => return other,
+                Err(StoreError::Conflict(Conflict::InboxItemGone(_))) => return Ok(None),
+                other => return other.map(Some),
             }
         }
         Err(StoreError::Conflict(Conflict::TaskChanged(
@@ -318,7 +326,11 @@ impl Runner {
         )))
     }
 
-    async fn attempt(&self, stored: &StoredTask, item: &InboxItem) -> Result<(), StoreError> {
+    async fn attempt(
+        &self,
+        stored: &StoredTask,
+        item: &InboxItem,
+    ) -> Result<StoredTask, StoreError> {
         let record = &stored.record;
         let now = Utc::now();
         let audit = |accepted: bool, reason: &str| AuditEntry {
@@ -346,7 +358,7 @@ impl Runner {
             update.consume_inbox = vec![item.key.clone()];
             update.audit = vec![audit(false, &reason)];
             debug!(task_id = %record.id, message_id = %item.key.message_id, %reason, "queued message refused");
-            return self.commit(update).await.map(drop);
+            return self.commit(update).await;
         }
         if let Some(note) = note {
             return self.take_note(stored, item, &note).await;
@@ -370,7 +382,7 @@ impl Runner {
                 let mut update = TaskUpdate::new(stored.clone());
                 update.consume_inbox = vec![item.key.clone()];
                 update.audit = vec![audit(false, &err.to_string())];
-                return self.commit(update).await.map(drop);
+                return self.commit(update).await;
             }
         };
         let mid = item.key.message_id.as_str();
@@ -396,7 +408,7 @@ impl Runner {
                 Some(mid),
             ))];
             update.audit = vec![audit(true, "recorded")];
-            return self.commit(update).await.map(drop);
+            return self.commit(update).await;
         }
 
         let input = agent_input(item, record.agent.pending_help.as_ref().filter(|_| answers));
@@ -413,7 +425,7 @@ impl Runner {
         accepted: &lifecycle::Transition,
         answers: bool,
         input: String,
-    ) -> Result<(), StoreError> {
+    ) -> Result<StoredTask, StoreError> {
         let record = &stored.record;
         let mid = item.key.message_id.as_str();
         // The task works on it; the message stays queued until its outcome is committed.
@@ -450,7 +462,7 @@ impl Runner {
         latest: StoredTask,
         item: &InboxItem,
         reply: AgentReply,
-    ) -> Result<(), StoreError> {
+    ) -> Result<StoredTask, StoreError> {
         let task_id = latest.record.id.clone();
         let mid = item.key.message_id.as_str();
         let audit = |accepted: bool, reason: &str| AuditEntry {
@@ -478,7 +490,7 @@ impl Runner {
                     lifecycle::short_state_name(current.record.state())
                 );
                 update.audit = vec![audit(true, &reason)];
-                return self.commit(update).await.map(drop);
+                return self.commit(update).await;
             }
             let extension = &current.record.extension;
             let event = match &reply.end {
@@ -565,7 +577,7 @@ impl Runner {
                 Err(StoreError::TooLarge(why)) => {
                     return self.fail_unstorable(&current, item, &why).await;
                 }
-                other => return other.map(drop),
+                other => return other,
             }
         }
         Err(StoreError::Conflict(Conflict::TaskChanged(task_id)))
@@ -579,7 +591,7 @@ impl Runner {
         stored: &StoredTask,
         item: &InboxItem,
         note: &subtasks::Note,
-    ) -> Result<(), StoreError> {
+    ) -> Result<StoredTask, StoreError> {
         let record = &stored.record;
         let mut next = record.clone();
         lifecycle::mirror_sub_task(
@@ -633,7 +645,7 @@ impl Runner {
                 if next != *record {
                     update.record = Some(next);
                 }
-                self.commit(update).await.map(drop)
+                self.commit(update).await
             }
         }
     }
@@ -644,7 +656,7 @@ impl Runner {
         &self,
         stored: &StoredTask,
         item: &InboxItem,
-    ) -> Result<(), StoreError> {
+    ) -> Result<StoredTask, StoreError> {
         let record = &stored.record;
         let audit = AuditEntry {
             at: Utc::now(),
@@ -679,7 +691,7 @@ impl Runner {
                 debug!(task_id = %record.id, error = %err, "the assignee's message came at a state that completes nothing");
             }
         }
-        self.commit(update).await.map(drop)
+        self.commit(update).await
     }
 }
 
@@ -819,7 +831,7 @@ impl Runner {
         current: &StoredTask,
         item: &InboxItem,
         why: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<StoredTask, StoreError> {
         let record = &current.record;
         warn!(task_id = %record.id, reason = why, "the turn's outcome is too large to store");
         let lifecycle = record.extension.effective_lifecycle();
@@ -851,7 +863,7 @@ impl Runner {
             update.events = vec![view::status_update(&next, Some(&item.key.message_id))];
             update.record = Some(next);
         }
-        self.commit(update).await.map(drop)
+        self.commit(update).await
     }
 }
 

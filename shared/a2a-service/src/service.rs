@@ -101,6 +101,8 @@ struct Run {
     /// (`TaskStore::submit`): the runner may start before it is, as its own writes come
     /// after it, but no client is answered until it is.
     committing: Option<PendingCommit>,
+    /// Told the task as the run processed the message, when this process runs it.
+    processed: Option<tokio::sync::oneshot::Receiver<StoredTask>>,
 }
 
 impl Intake {
@@ -424,13 +426,15 @@ impl Service {
     }
 
     /// Runs a queued message: here, or handed to the dispatcher when `hand_off` asks for it
-    /// and one is configured. Returns once the write that queued it is durable.
+    /// and one is configured. Returns once the write that queued it is durable, with what
+    /// will tell the task as its run here processed the message (if it runs here and says).
     async fn launch(
         &self,
         task_id: &str,
         mut run: Run,
         hand_off: bool,
-    ) -> Result<(), ServiceError> {
+    ) -> Result<Option<tokio::sync::oneshot::Receiver<StoredTask>>, ServiceError> {
+        let processed = run.processed.take();
         if let (Some(dispatcher), true) = (&self.dispatcher, hand_off) {
             // Another process reads the task: it must be there first.
             self.settle(task_id, run.committing.take()).await?;
@@ -441,14 +445,16 @@ impl Service {
                     why, "the run could not be handed off; running it here"
                 );
                 self.start(task_id, run);
+                return Ok(processed);
             }
-            return Ok(());
+            return Ok(None);
         }
         // The run may start before its task's creation is durable: whatever it writes is
         // ordered after that commit, and group commit can make both durable together.
         let committing = run.committing.take();
         self.start(task_id, run);
-        self.settle(task_id, committing).await
+        self.settle(task_id, committing).await?;
+        Ok(processed)
     }
 
     /// Runs a queued message here: with the lease the task was created with (and what its
@@ -657,6 +663,7 @@ impl Service {
             let lease = self.runner.new_lease(&task_id);
             new.lease = Some(lease.clone());
             let task = new.applied();
+            let (tell, processed) = tokio::sync::oneshot::channel();
             // A creation owes no parent a note: the store's submit, announced in `settle`.
             let committing = self
                 .store
@@ -671,8 +678,13 @@ impl Service {
                 push_from: 0,
                 run: Run {
                     lease: Some(lease),
-                    created: Some(Box::new(Created { task, item })),
+                    created: Some(Box::new(Created {
+                        task,
+                        item,
+                        processed: Some(tell),
+                    })),
                     committing: Some(committing),
+                    processed: Some(processed),
                 },
             });
         }
@@ -893,6 +905,7 @@ impl Service {
                     lease,
                     created: None,
                     committing: None,
+                    processed: None,
                 },
             }),
             Err(StoreError::Conflict(Conflict::DuplicateMessage { .. })) => {
@@ -1154,23 +1167,37 @@ impl A2aApi for Service {
                 run,
                 ..
             } => {
-                self.launch(&task_id, run, immediately).await?;
+                let processed = self.launch(&task_id, run, immediately).await?;
+                let mut settled = None;
                 if !immediately {
                     // Blocking: until the task ends or waits on the answer to this message.
-                    let mut events =
-                        self.follow(task_id.clone(), *first, from_seq, Some(message_id));
-                    let wait = async { while events.next().await.is_some() {} };
-                    if tokio::time::timeout(self.config.blocking_timeout, wait)
-                        .await
-                        .is_err()
+                    // A run in this process says how it left the task; if that is not yet
+                    // the answer (or the run is elsewhere), the event log tells.
+                    let deadline = tokio::time::Instant::now() + self.config.blocking_timeout;
+                    if let Some(processed) = processed
+                        && let Ok(Ok(task)) = tokio::time::timeout_at(deadline, processed).await
                     {
-                        warn!(task_id, "blocking send answered before the task settled");
+                        let state = task.record.state();
+                        if lifecycle::TERMINAL.contains(state) || view::is_interrupted(state) {
+                            settled = Some(task);
+                        }
+                    }
+                    if settled.is_none() {
+                        let mut events =
+                            self.follow(task_id.clone(), *first, from_seq, Some(message_id));
+                        let wait = async { while events.next().await.is_some() {} };
+                        if tokio::time::timeout_at(deadline, wait).await.is_err() {
+                            warn!(task_id, "blocking send answered before the task settled");
+                        }
                     }
                 }
-                let stored = self
-                    .read(&task_id)
-                    .await?
-                    .ok_or_else(|| ServiceError::TaskNotFound(task_id.clone()))?;
+                let stored = match settled {
+                    Some(task) => task,
+                    None => self
+                        .read(&task_id)
+                        .await?
+                        .ok_or_else(|| ServiceError::TaskNotFound(task_id.clone()))?,
+                };
                 Ok(SendMessageResponse::Task(
                     self.full_view(&stored, history, true).await?,
                 ))
