@@ -181,7 +181,7 @@ pub(crate) async fn dispatch(
         Operation::SendStreamingMessage(req) => {
             Ok(Outcome::Stream(api.send_streaming_message(ctx, req).await?))
         }
-        Operation::GetTask(req) => unary(api.get_task(ctx, req).await?),
+        Operation::GetTask(req) => Ok(Outcome::Unary(api.get_task_json(ctx, req).await?)),
         Operation::ListTasks(req) => unary(api.list_tasks(ctx, req).await?),
         Operation::CancelTask(req) => unary(api.cancel_task(ctx, req).await?),
         Operation::SubscribeToTask(req) => {

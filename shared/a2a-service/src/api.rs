@@ -10,6 +10,7 @@ use a2a::{
 };
 use async_trait::async_trait;
 use futures::stream::BoxStream;
+use serde_json::value::RawValue;
 
 use crate::error::ServiceError;
 
@@ -54,6 +55,16 @@ pub trait A2aApi: Send + Sync {
         ctx: &RequestContext,
         req: GetTaskRequest,
     ) -> Result<Task, ServiceError>;
+
+    /// [`get_task`](Self::get_task)'s answer as the JSON document the bindings send. A
+    /// service may answer from a rendering it keeps; the default serializes `get_task`'s.
+    async fn get_task_json(
+        &self,
+        ctx: &RequestContext,
+        req: GetTaskRequest,
+    ) -> Result<Box<RawValue>, ServiceError> {
+        render(&self.get_task(ctx, req).await?)
+    }
 
     async fn list_tasks(
         &self,
@@ -103,4 +114,12 @@ pub trait A2aApi: Send + Sync {
         ctx: &RequestContext,
         req: GetExtendedAgentCardRequest,
     ) -> Result<AgentCard, ServiceError>;
+}
+
+/// A task as JSON (serializing a task fails only on a bug: reported as an internal error).
+pub(crate) fn render(task: &Task) -> Result<Box<RawValue>, ServiceError> {
+    serde_json::value::to_raw_value(task).map_err(|err| {
+        tracing::error!(%err, "serializing a task failed");
+        ServiceError::Internal
+    })
 }

@@ -12,6 +12,7 @@ pub mod runner;
 pub mod service;
 pub mod subtasks;
 pub mod view;
+mod views;
 
 pub use agents::{
     Agent, AgentReply, ArtifactChunk, EchoAgent, ModelAgent, ModelAgentConfig, TckAgent,

@@ -21,19 +21,20 @@ use chrono::Utc;
 use futures::StreamExt;
 use futures::stream;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use task_core::commands::{self, Command};
 use task_core::envelope::{self, Envelope};
 use task_core::lifecycle::{self, LifecycleEvent};
 use task_core::policy::{self, AccessDenied, Action};
 use task_core::{A2UI_MEDIA_TYPE, DomainError, TASK_METADATA_KEY};
 use task_store::{
-    AuditEntry, Change, Conflict, InboxItem, InboxKey, Lease, ListQuery, NewTask, PendingCommit,
-    Store, StoreError, StoredTask, TaskRecord, TaskUpdate,
+    AuditEntry, Change, Conflict, InboxItem, InboxKey, Lease, ListQuery, NewTask, Newer,
+    PendingCommit, Store, StoreError, StoredTask, TaskRecord, TaskUpdate,
 };
 use tracing::{error, warn};
 
 use crate::agents::Agent;
-use crate::api::{A2aApi, EventStream, RequestContext};
+use crate::api::{A2aApi, EventStream, RequestContext, render};
 use crate::card;
 use crate::config::ServiceConfig;
 use crate::error::ServiceError;
@@ -41,6 +42,7 @@ use crate::identity;
 use crate::listener::{EventListener, Wakeup};
 use crate::push::{WebhookPolicy, check_webhook_url};
 use crate::runner::{Created, Runner};
+use crate::views::{View, Views};
 use crate::{subtasks, view};
 
 /// How many times a request re-reads a task whose version moved under it.
@@ -58,7 +60,12 @@ pub struct Service {
     /// Where `returnImmediately` runs go (deployed: the runner function); `None`: this
     /// process runs them in the background.
     dispatcher: Option<Arc<dyn RunDispatcher>>,
+    /// GetTask's rendered answers, per task and version.
+    views: Views,
 }
+
+/// Bytes of rendered task views kept for GetTask.
+const VIEWS_BUDGET: usize = 32 * 1024 * 1024;
 
 /// Hands a run to another process: the task, and the lease its creator took (or `None`: the
 /// receiver takes the lease itself).
@@ -223,6 +230,7 @@ impl Service {
             listener,
             wakeup,
             dispatcher: None,
+            views: Views::new(VIEWS_BUDGET),
         }
     }
 
@@ -1238,6 +1246,54 @@ impl A2aApi for Service {
         let history = view::history_limit(req.history_length)?;
         let stored = self.visible(&req.id, &caller).await?;
         self.full_view(&stored, history, true).await
+    }
+
+    /// The whole view (all the history) is kept rendered per version: a task polled while
+    /// it does not change costs a version check, not a read and a rendering.
+    async fn get_task_json(
+        &self,
+        ctx: &RequestContext,
+        req: GetTaskRequest,
+    ) -> Result<Box<RawValue>, ServiceError> {
+        let caller = identity::caller(ctx, self.default_participant())?;
+        if view::history_limit(req.history_length)?.is_some() {
+            return render(&self.get_task(ctx, req).await?);
+        }
+        let id = req.id;
+        let not_found = || ServiceError::TaskNotFound(id.clone());
+        let may_read = |ext: &task_core::extension::TaskExtension| {
+            policy::authorize(ext, &caller, Action::Read).is_ok()
+        };
+        let stored = match self.views.get(&id) {
+            Some(kept) => match self
+                .store
+                .get_newer(&id, kept.version)
+                .await
+                .map_err(store_error)?
+            {
+                Newer::Unchanged if may_read(&kept.extension) => return Ok(kept.json.clone()),
+                Newer::Unchanged => return Err(not_found()),
+                Newer::Missing => {
+                    self.views.forget(&id);
+                    return Err(not_found());
+                }
+                Newer::Changed(task) => *task,
+            },
+            None => self.read(&id).await?.ok_or_else(not_found)?,
+        };
+        if !may_read(&stored.record.extension) {
+            return Err(not_found());
+        }
+        let json = render(&self.full_view(&stored, None, true).await?)?;
+        self.views.keep(
+            &id,
+            View {
+                version: stored.version,
+                extension: stored.record.extension.clone(),
+                json: json.clone(),
+            },
+        );
+        Ok(json)
     }
 
     async fn list_tasks(

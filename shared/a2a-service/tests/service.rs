@@ -871,3 +871,59 @@ async fn the_extended_card_is_offered_only_when_configured() {
         Some(false)
     );
 }
+
+#[tokio::test]
+async fn get_task_json_is_get_task_at_the_current_version_for_readers_only() {
+    let f = fixture();
+    let get = |id: &str, history_length: Option<i32>| GetTaskRequest {
+        id: id.to_owned(),
+        history_length,
+        tenant: None,
+    };
+    let as_json = |task: Task| serde_json::to_value(task).expect("json");
+    let rendered = |raw: Box<serde_json::value::RawValue>| -> Value {
+        serde_json::from_str(raw.get()).expect("rendered json")
+    };
+    let task = send_ok(&f, send(text("alice", "m-1", "hello"))).await;
+    let alice = as_participant("alice");
+    for _ in 0..2 {
+        // The second answer comes from the kept view.
+        let json = f.service.get_task_json(&alice, get(&task.id, None)).await;
+        let typed = f.service.get_task(&alice, get(&task.id, None)).await;
+        assert_eq!(rendered(json.expect("json")), as_json(typed.expect("task")));
+        assert!(matches!(
+            f.service
+                .get_task_json(&as_participant("mallory"), get(&task.id, None))
+                .await,
+            Err(ServiceError::TaskNotFound(_))
+        ));
+    }
+    // A change of the task is seen at once.
+    let after = send_ok(&f, follow_up(text("alice", "m-2", "again"), &task)).await;
+    let json = rendered(
+        f.service
+            .get_task_json(&alice, get(&task.id, None))
+            .await
+            .expect("json"),
+    );
+    assert_eq!(json["history"].as_array().map(Vec::len), Some(4));
+    assert_eq!(json, as_json(after));
+    // A limited history is rendered as get_task renders it.
+    let limited = f
+        .service
+        .get_task_json(&alice, get(&task.id, Some(1)))
+        .await
+        .expect("json");
+    let typed = f
+        .service
+        .get_task(&alice, get(&task.id, Some(1)))
+        .await
+        .expect("task");
+    assert_eq!(rendered(limited), as_json(typed));
+    assert!(matches!(
+        f.service
+            .get_task_json(&alice, get("no-such-task", None))
+            .await,
+        Err(ServiceError::TaskNotFound(_))
+    ));
+}

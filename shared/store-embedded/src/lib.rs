@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use task_store::limits::{self, EncodedChange};
 use task_store::{
     AuditEntry, Change, Committed, Conflict, InboxItem, InboxKey, InboxStore, Lease, LeaseStore,
-    ListQuery, NewTask, PendingCommit, PushConfig, PushConfigStore, StoreError, StoreResult,
+    ListQuery, NewTask, Newer, PendingCommit, PushConfig, PushConfigStore, StoreError, StoreResult,
     StoredEvent, StoredTask, TaskCounters, TaskPage, TaskRecord, TaskStore, TaskUpdate,
 };
 use writer::backend;
@@ -616,6 +616,22 @@ impl TaskStore for EmbeddedStore {
 
     async fn get(&self, task_id: &str) -> StoreResult<Option<StoredTask>> {
         self.read(|txn| read_task(txn, task_id))
+    }
+
+    /// The counters table answers for the version; the document is read only if it moved.
+    async fn get_newer(&self, task_id: &str, version: u64) -> StoreResult<Newer> {
+        self.read(|txn| {
+            let meta = txn.open_table(META).map_err(backend)?;
+            match meta.get(task_id).map_err(backend)? {
+                None => return Ok(Newer::Missing),
+                Some(found) if found.value().0 == version => return Ok(Newer::Unchanged),
+                Some(_) => {}
+            }
+            Ok(match read_task(txn, task_id)? {
+                Some(task) => Newer::Changed(Box::new(task)),
+                None => Newer::Missing,
+            })
+        })
     }
 
     async fn events(

@@ -18,7 +18,7 @@ use task_core::task::AgentState;
 use crate::error::{Conflict, StoreError};
 use crate::limits::MAX_DOCUMENT_BYTES;
 use crate::model::*;
-use crate::port::Store;
+use crate::port::{Newer, Store};
 
 /// Runs every contract test against stores made by `$make` (an async expression giving an
 /// `Arc<dyn Store>`), one `#[tokio::test]` each.
@@ -26,7 +26,7 @@ use crate::port::Store;
 macro_rules! contract_suite {
     ($make:expr) => {
         $crate::contract_suite!(@tests $make;
-            create_then_get, a_commit_submitted_after_another_is_applied_after_it, create_conflicts_when_the_task_exists, update_needs_the_version_it_read,
+            create_then_get, get_newer_reads_only_a_changed_task, a_commit_submitted_after_another_is_applied_after_it, create_conflicts_when_the_task_exists, update_needs_the_version_it_read,
             update_checks_the_allowed_states, update_checks_the_actors_role, events_are_gapless_and_readable_from_a_seq,
             message_ids_are_deduplicated, history_reads_all_or_the_newest, documents_over_the_cap_are_refused,
             artifacts_keep_their_first_order, an_update_applied_is_what_the_store_reads, a_multi_task_commit_is_atomic, a_task_is_created_with_its_first_message_queued, a_task_is_created_with_its_lease, the_transcript_is_appended_and_read_from_a_number, a_commit_can_queue_a_message_for_another_task, list_is_scoped_ordered_filtered_and_paged,
@@ -214,6 +214,44 @@ pub async fn create_then_get(store: Arc<dyn Store>) {
             .await
             .expect("events")
             .is_empty()
+    );
+}
+
+/// `get_newer` says whether the task moved past a version, and gives it when it did.
+pub async fn get_newer_reads_only_a_changed_task(store: Arc<dyn Store>) {
+    assert_eq!(
+        store.get_newer("t-1", 1).await.expect("get_newer"),
+        Newer::Missing
+    );
+    let base = create(
+        &*store,
+        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
+    )
+    .await;
+    assert_eq!(
+        store
+            .get_newer("t-1", base.version)
+            .await
+            .expect("get_newer"),
+        Newer::Unchanged
+    );
+    let mut u = update(&base);
+    u.history = vec![user_message("m-1", "hi")];
+    let applied = u.applied();
+    commit_one(&*store, u).await.expect("update");
+    assert_eq!(
+        store
+            .get_newer("t-1", base.version)
+            .await
+            .expect("get_newer"),
+        Newer::Changed(Box::new(applied.clone()))
+    );
+    assert_eq!(
+        store
+            .get_newer("t-1", applied.version)
+            .await
+            .expect("get_newer"),
+        Newer::Unchanged
     );
 }
 

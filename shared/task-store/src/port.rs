@@ -14,6 +14,15 @@ use crate::model::*;
 pub type PendingCommit =
     std::pin::Pin<Box<dyn std::future::Future<Output = StoreResult<Vec<Committed>>> + Send>>;
 
+/// What [`TaskStore::get_newer`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Newer {
+    Missing,
+    /// Still at the version the caller named.
+    Unchanged,
+    Changed(Box<StoredTask>),
+}
+
 /// Tasks and their logs.
 #[async_trait]
 pub trait TaskStore: Send + Sync {
@@ -51,6 +60,17 @@ pub trait TaskStore: Send + Sync {
 
     /// The task, or `None`.
     async fn get(&self, task_id: &str) -> StoreResult<Option<StoredTask>>;
+
+    /// The task unless it is still at `version` (a caller that keeps what it read of a task
+    /// asks whether that is still current without reading the task again). The default reads
+    /// the task and compares; a store that can read a version alone does.
+    async fn get_newer(&self, task_id: &str, version: u64) -> StoreResult<Newer> {
+        Ok(match self.get(task_id).await? {
+            None => Newer::Missing,
+            Some(task) if task.version == version => Newer::Unchanged,
+            Some(task) => Newer::Changed(Box::new(task)),
+        })
+    }
 
     /// Events with `seq >= from_seq`, in order, at most `limit`.
     async fn events(
