@@ -221,9 +221,10 @@ impl Runner {
                     break;
                 }
                 for item in items {
-                    lease = self.keep(lease, ttl).await?;
-                    let outcome = self.process(task_id, &item, known.take()).await?;
-                    if let (Some(tell), Some(task)) = (processed.take(), outcome) {
+                    let work = self.process(task_id, &item, known.take());
+                    let (outcome, renewed) = self.holding(lease, ttl, work).await?;
+                    lease = renewed;
+                    if let (Some(tell), Some(task)) = (processed.take(), outcome?) {
                         let _ = tell.send(task); // the sender may have gone
                     }
                 }
@@ -239,13 +240,29 @@ impl Runner {
         }
     }
 
-    /// Renews the lease when less than half of its lifetime is left.
-    async fn keep(&self, lease: Lease, ttl: Duration) -> Result<Lease, StoreError> {
-        let now = Utc::now();
-        if lease.expires_at - now > ttl / 2 {
-            return Ok(lease);
+    /// Drives `work` while keeping the lease: renewed whenever half of its lifetime is gone,
+    /// however long the work takes (a model call may outlast the lease). A renewal that fails
+    /// (the lease was lost, the store is down) drops the work at its next await: another
+    /// runner may hold the task by then, and the store's conditional writes let nothing the
+    /// dropped work began be recorded twice.
+    async fn holding<T>(
+        &self,
+        mut lease: Lease,
+        ttl: Duration,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<(T, Lease), StoreError> {
+        tokio::pin!(work);
+        loop {
+            let renew_at = lease.expires_at - ttl / 2;
+            let wait = (renew_at - Utc::now()).to_std().unwrap_or_default();
+            tokio::select! {
+                biased;
+                done = &mut work => return Ok((done, lease)),
+                () = tokio::time::sleep(wait) => {
+                    lease = self.inner.store.renew(&lease, Utc::now(), ttl).await?;
+                }
+            }
         }
-        self.inner.store.renew(&lease, now, ttl).await
     }
 
     fn appended(&self, task_id: &str) {

@@ -3,15 +3,20 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use a2a::{
     CancelTaskRequest, Message, Part, Role, SendMessageRequest, SendMessageResponse, TaskState,
 };
-use a2a_service::{A2aApi, EchoAgent, RequestContext, Service, ServiceConfig, ServiceError};
+use a2a_service::{
+    A2aApi, Agent, AgentReply, EchoAgent, RequestContext, Service, ServiceConfig, ServiceError,
+    TurnContext,
+};
+use async_trait::async_trait;
 use serde_json::json;
 use store_embedded::EmbeddedStore;
-use task_store::Store;
+use task_store::{Store, StoreError};
 
 fn service() -> (Arc<Service>, Arc<dyn Store>, tempfile::TempDir) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
@@ -183,4 +188,70 @@ async fn a_cancel_racing_a_running_turn_ends_the_task_and_loses_no_message() {
         let audited = audit.iter().any(|e| &e.message_id == id);
         assert!(answered || audited, "{id} was accepted and then lost");
     }
+}
+
+/// Answers like echo, but only after `pause`, counting its turns.
+struct Slow {
+    pause: Duration,
+    turns: AtomicUsize,
+}
+
+#[async_trait]
+impl Agent for Slow {
+    async fn run(&self, turn: &mut TurnContext<'_>) -> Result<AgentReply, StoreError> {
+        self.turns.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.pause).await;
+        Ok(AgentReply::text(turn.input()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_longer_than_the_lease_keeps_it_and_runs_once() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let store: Arc<dyn Store> =
+        Arc::new(EmbeddedStore::open(dir.path().join("tasks.redb")).expect("open"));
+    let mut config = ServiceConfig::local("http://127.0.0.1:8080");
+    config.poll_interval = Duration::from_millis(5);
+    config.lease_ttl = Duration::from_millis(400);
+    let agent = Arc::new(Slow {
+        pause: Duration::from_millis(1500),
+        turns: AtomicUsize::new(0),
+    });
+    let service = Arc::new(Service::new(store.clone(), config, agent.clone(), None));
+    let send = {
+        let service = service.clone();
+        tokio::spawn(async move {
+            service
+                .send_message(&RequestContext::default(), message("m-1", None))
+                .await
+        })
+    };
+    // A sweeper running all along the turn, nearly four lease lifetimes: the live runner
+    // renews its lease, so there is nothing to take over.
+    while !send.is_finished() {
+        let taken = service.runner().sweep().await.expect("sweep");
+        assert!(
+            taken.is_empty(),
+            "a live run's lease was taken over: {taken:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let SendMessageResponse::Task(task) = send.await.expect("task").expect("send") else {
+        panic!("a task")
+    };
+    assert_eq!(task.status.state, TaskState::InputRequired);
+    assert_eq!(
+        agent.turns.load(Ordering::SeqCst),
+        1,
+        "one turn, by one runner"
+    );
+    service.runner().settle().await;
+    assert!(
+        store
+            .expired_leases(chrono::Utc::now() + chrono::Duration::days(1), 10)
+            .await
+            .expect("leases")
+            .is_empty(),
+        "the run gave its lease back"
+    );
 }
