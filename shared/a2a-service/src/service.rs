@@ -286,6 +286,26 @@ impl Service {
         Ok(view::task(&stored.record, history, artifacts))
     }
 
+    /// The task as it was at `stored`'s version, though the store may have moved on: the
+    /// history it had then (its first messages), no artifacts if it had none.
+    async fn view_at_version(
+        &self,
+        stored: &StoredTask,
+        history: Option<usize>,
+    ) -> Result<Task, ServiceError> {
+        let mut view = self.full_view(stored, Some(0), true).await?;
+        if history != Some(0) {
+            let id = &stored.record.id;
+            let mut messages = self.store.history(id, None).await.map_err(store_error)?;
+            messages.truncate(usize::try_from(stored.counters.history).unwrap_or(usize::MAX));
+            if let Some(limit) = history {
+                messages.drain(..messages.len().saturating_sub(limit));
+            }
+            view.history = Some(messages);
+        }
+        Ok(view)
+    }
+
     /// Commits with the notes the changes owe the tasks' parents (`subtasks::commit`).
     async fn commit(&self, changes: Vec<Change>) -> Result<(), StoreError> {
         let touched: Vec<String> = changes
@@ -1175,7 +1195,19 @@ impl A2aApi for Service {
                 run,
                 ..
             } => {
+                // An immediate answer shows a new task as its creation left it, not what
+                // its run (which may already be done) made of it.
+                let as_created = run
+                    .created
+                    .as_ref()
+                    .filter(|_| immediately)
+                    .map(|c| c.task.clone());
                 let processed = self.launch(&task_id, run, immediately).await?;
+                if let Some(created) = as_created {
+                    return Ok(SendMessageResponse::Task(
+                        self.view_at_version(&created, history).await?,
+                    ));
+                }
                 let mut settled = None;
                 if !immediately {
                     // Blocking: until the task ends or waits on the answer to this message.
