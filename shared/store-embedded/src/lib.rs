@@ -15,6 +15,8 @@
 //! The size rules of `task_store::limits` apply unchanged, so a task that works here works on
 //! AWS.
 
+mod logged;
+mod wal;
 mod writer;
 
 use std::path::Path;
@@ -25,6 +27,7 @@ use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Duration, Utc};
+use logged::Logged;
 use redb::{
     Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle, WriteTransaction,
 };
@@ -77,20 +80,21 @@ struct LeaseDoc {
 }
 
 /// Every table of the store, opened in one write transaction (the writer opens them once per
-/// transaction and runs all the jobs of its batch on them).
+/// transaction and runs all the jobs of its batch on them). Writes go through [`Logged`], so
+/// the writer can put them in the write-ahead log.
 pub(crate) struct Tables<'t> {
-    tasks: redb::Table<'t, &'static str, &'static str>,
-    meta: redb::Table<'t, &'static str, Counters>,
-    events: redb::Table<'t, (&'static str, u64), &'static str>,
-    history: redb::Table<'t, (&'static str, u64), &'static str>,
-    transcript: redb::Table<'t, (&'static str, u64), &'static str>,
-    artifacts: redb::Table<'t, (&'static str, &'static str), &'static str>,
-    message_ids: redb::Table<'t, (&'static str, &'static str), ()>,
-    inbox: redb::Table<'t, TimedKey, (&'static str, &'static str)>,
-    audit: redb::Table<'t, TimedKey, &'static str>,
-    push: redb::Table<'t, (&'static str, &'static str), &'static str>,
-    leases: redb::Table<'t, &'static str, &'static str>,
-    index: redb::Table<'t, TimedKey, ()>,
+    tasks: Logged<'t, &'static str, &'static str>,
+    meta: Logged<'t, &'static str, Counters>,
+    events: Logged<'t, (&'static str, u64), &'static str>,
+    history: Logged<'t, (&'static str, u64), &'static str>,
+    transcript: Logged<'t, (&'static str, u64), &'static str>,
+    artifacts: Logged<'t, (&'static str, &'static str), &'static str>,
+    message_ids: Logged<'t, (&'static str, &'static str), ()>,
+    inbox: Logged<'t, TimedKey, (&'static str, &'static str)>,
+    audit: Logged<'t, TimedKey, &'static str>,
+    push: Logged<'t, (&'static str, &'static str), &'static str>,
+    leases: Logged<'t, &'static str, &'static str>,
+    index: Logged<'t, TimedKey, ()>,
 }
 
 /// (version, terminal, events, history messages, transcript entries, artifact ids as JSON).
@@ -102,19 +106,82 @@ impl<'t> Tables<'t> {
     /// Opens (creating if needed) every table in `txn`.
     pub(crate) fn open(txn: &'t WriteTransaction) -> Result<Self, redb::TableError> {
         Ok(Self {
-            tasks: txn.open_table(TASKS)?,
-            meta: txn.open_table(META)?,
-            events: txn.open_table(EVENTS)?,
-            history: txn.open_table(HISTORY)?,
-            transcript: txn.open_table(TRANSCRIPT)?,
-            artifacts: txn.open_table(ARTIFACTS)?,
-            message_ids: txn.open_table(MESSAGE_IDS)?,
-            inbox: txn.open_table(INBOX)?,
-            audit: txn.open_table(AUDIT)?,
-            push: txn.open_table(PUSH)?,
-            leases: txn.open_table(LEASES)?,
-            index: txn.open_table(INDEX)?,
+            tasks: Logged::new(txn.open_table(TASKS)?),
+            meta: Logged::new(txn.open_table(META)?),
+            events: Logged::new(txn.open_table(EVENTS)?),
+            history: Logged::new(txn.open_table(HISTORY)?),
+            transcript: Logged::new(txn.open_table(TRANSCRIPT)?),
+            artifacts: Logged::new(txn.open_table(ARTIFACTS)?),
+            message_ids: Logged::new(txn.open_table(MESSAGE_IDS)?),
+            inbox: Logged::new(txn.open_table(INBOX)?),
+            audit: Logged::new(txn.open_table(AUDIT)?),
+            push: Logged::new(txn.open_table(PUSH)?),
+            leases: Logged::new(txn.open_table(LEASES)?),
+            index: Logged::new(txn.open_table(INDEX)?),
         })
+    }
+
+    /// The tables in a fixed order: a table's place is its tag in the write-ahead log, so
+    /// new tables go at the end.
+    fn journals(&mut self) -> [&mut dyn Journal; 12] {
+        [
+            &mut self.tasks,
+            &mut self.meta,
+            &mut self.events,
+            &mut self.history,
+            &mut self.transcript,
+            &mut self.artifacts,
+            &mut self.message_ids,
+            &mut self.inbox,
+            &mut self.audit,
+            &mut self.push,
+            &mut self.leases,
+            &mut self.index,
+        ]
+    }
+
+    /// Every write made through the tables since they were opened (or since the last call),
+    /// as one write-ahead log payload; empty if nothing was written.
+    pub(crate) fn take_writes(&mut self) -> Vec<u8> {
+        let mut payload = Vec::new();
+        for (tag, table) in (0u8..).zip(self.journals()) {
+            let ops = table.take_ops();
+            if !ops.is_empty() {
+                payload.push(tag);
+                logged::put_bytes(&mut payload, &ops);
+            }
+        }
+        payload
+    }
+
+    /// Repeats the writes of a payload [`take_writes`](Self::take_writes) gave.
+    pub(crate) fn replay(&mut self, mut payload: &[u8]) -> Result<(), logged::ReplayError> {
+        while let Some((&tag, rest)) = payload.split_first() {
+            let (ops, rest) = logged::take_bytes(rest)?;
+            let mut journals = self.journals();
+            let table = journals
+                .get_mut(usize::from(tag))
+                .ok_or_else(|| logged::ReplayError::Malformed(format!("unknown table {tag}")))?;
+            table.replay(ops)?;
+            payload = rest;
+        }
+        Ok(())
+    }
+}
+
+/// A table's side of the write-ahead log.
+trait Journal {
+    fn take_ops(&mut self) -> Vec<u8>;
+    fn replay(&mut self, ops: &[u8]) -> Result<(), logged::ReplayError>;
+}
+
+impl<K: redb::Key + 'static, V: redb::Value + 'static> Journal for Logged<'_, K, V> {
+    fn take_ops(&mut self) -> Vec<u8> {
+        Logged::take_ops(self)
+    }
+
+    fn replay(&mut self, ops: &[u8]) -> Result<(), logged::ReplayError> {
+        Logged::replay(self, ops)
     }
 }
 
@@ -136,6 +203,13 @@ fn json<T: Serialize>(value: &T) -> StoreResult<String> {
 
 fn parse<T: for<'de> Deserialize<'de>>(what: &str, text: &str) -> StoreResult<T> {
     serde_json::from_str(text).map_err(|e| corrupt(what, e))
+}
+
+/// The write-ahead log of the store at `path`: beside it, its name with `.wal` appended.
+fn wal_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".wal");
+    path.with_file_name(name)
 }
 
 /// (seconds, nanoseconds) of an instant: an order-preserving key for any representable time.
@@ -164,8 +238,9 @@ impl EmbeddedStore {
         // Create every table up front, so readers never meet a missing one.
         drop(Tables::open(&txn).map_err(backend)?);
         txn.commit().map_err(backend)?;
+        let log = writer::Log::recover(&db, &wal_path(path))?;
         let db = Arc::new(db);
-        let writer = Arc::new(writer::Writer::start(db.clone())?);
+        let writer = Arc::new(writer::Writer::start(db.clone(), log)?);
         Ok(Self { db, writer })
     }
 

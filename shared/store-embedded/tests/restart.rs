@@ -239,3 +239,95 @@ async fn concurrent_writes_survive_a_crash() {
         assert_eq!((task.version, task.counters.events), (1, 1));
     }
 }
+
+const CHECKPOINT_DB_ENV: &str = "EMBEDDED_RESTART_TEST_CHECKPOINT_DB";
+
+fn wal_of(path: &std::path::Path) -> std::path::PathBuf {
+    path.with_file_name("tasks.redb.wal")
+}
+
+async fn bump(store: &EmbeddedStore, id: &str, message_id: &str) {
+    let base = store.get(id).await.expect("get").expect("exists");
+    let mut update = TaskUpdate::new(base);
+    update.history = vec![user_message(message_id, "more")];
+    store
+        .commit(vec![Change::Update(Box::new(update))])
+        .await
+        .expect("update");
+}
+
+/// Run by `writes_on_both_sides_of_a_checkpoint_survive_a_crash` in a child process: writes,
+/// waits past the checkpoint interval so its next write is a checkpoint, writes once more
+/// (into the log only), then aborts.
+#[tokio::test]
+#[ignore = "the writer half of writes_on_both_sides_of_a_checkpoint_survive_a_crash, run in a child process"]
+async fn writer_across_a_checkpoint_then_crash() {
+    let Ok(path) = std::env::var(CHECKPOINT_DB_ENV) else {
+        return;
+    };
+    let path = std::path::PathBuf::from(path);
+    let store = EmbeddedStore::open(&path).expect("open");
+    let rec = record("t-1", "ctx", TEAM, a2a::TaskState::Working, at(0));
+    store
+        .commit(vec![Change::Create(Box::new(NewTask::new(rec)))])
+        .await
+        .expect("create");
+    bump(&store, "t-1", "m-1").await;
+    assert!(
+        std::fs::metadata(wal_of(&path)).expect("log").len() > 0,
+        "the writes so far are in the log"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    bump(&store, "t-1", "m-2").await; // a checkpoint: the log is emptied
+    assert_eq!(std::fs::metadata(wal_of(&path)).expect("log").len(), 0);
+    bump(&store, "t-1", "m-3").await;
+    assert!(std::fs::metadata(wal_of(&path)).expect("log").len() > 0);
+    std::process::abort();
+}
+
+#[tokio::test]
+async fn writes_on_both_sides_of_a_checkpoint_survive_a_crash() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let path = dir.path().join("tasks.redb");
+    let status = Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "writer_across_a_checkpoint_then_crash",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CHECKPOINT_DB_ENV, &path)
+        .status()
+        .expect("run the writer");
+    assert_eq!(
+        status.code(),
+        None,
+        "killed by SIGABRT, not a failed assertion"
+    );
+
+    let store = EmbeddedStore::open(&path).expect("reopen after the crash");
+    let task = store.get("t-1").await.expect("get").expect("exists");
+    assert_eq!(task.version, 4, "the create and three updates");
+    let history = store.history("t-1", None).await.expect("history");
+    let ids: Vec<_> = history.iter().map(|m| m.message_id.as_str()).collect();
+    assert_eq!(ids, ["m-1", "m-2", "m-3"]);
+    assert_eq!(
+        std::fs::metadata(wal_of(&path)).expect("log").len(),
+        0,
+        "the replayed groups are checkpointed and the log emptied"
+    );
+    // Writes go on after the replay, and a clean close leaves nothing to replay.
+    bump(&store, "t-1", "m-4").await;
+    drop(store);
+    assert_eq!(std::fs::metadata(wal_of(&path)).expect("log").len(), 0);
+    let store = EmbeddedStore::open(&path).expect("reopen");
+    assert_eq!(
+        store
+            .get("t-1")
+            .await
+            .expect("get")
+            .expect("exists")
+            .version,
+        5
+    );
+}
