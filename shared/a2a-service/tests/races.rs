@@ -19,18 +19,22 @@ use store_embedded::EmbeddedStore;
 use task_store::{Store, StoreError};
 
 fn service() -> (Arc<Service>, Arc<dyn Store>, tempfile::TempDir) {
+    service_with(Arc::new(EchoAgent), |_| {})
+}
+
+/// A service over a fresh embedded store, with `agent` and the config as `configure` leaves it.
+fn service_with(
+    agent: Arc<dyn Agent>,
+    configure: impl FnOnce(&mut ServiceConfig),
+) -> (Arc<Service>, Arc<dyn Store>, tempfile::TempDir) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let store: Arc<dyn Store> =
         Arc::new(EmbeddedStore::open(dir.path().join("tasks.redb")).expect("open"));
     let mut config = ServiceConfig::local("http://127.0.0.1:8080");
     config.poll_interval = Duration::from_millis(5);
+    configure(&mut config);
     (
-        Arc::new(Service::new(
-            store.clone(),
-            config,
-            Arc::new(EchoAgent),
-            None,
-        )),
+        Arc::new(Service::new(store.clone(), config, agent, None)),
         store,
         dir,
     )
@@ -207,17 +211,13 @@ impl Agent for Slow {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_longer_than_the_lease_keeps_it_and_runs_once() {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
-    let store: Arc<dyn Store> =
-        Arc::new(EmbeddedStore::open(dir.path().join("tasks.redb")).expect("open"));
-    let mut config = ServiceConfig::local("http://127.0.0.1:8080");
-    config.poll_interval = Duration::from_millis(5);
-    config.lease_ttl = Duration::from_millis(400);
     let agent = Arc::new(Slow {
         pause: Duration::from_millis(1500),
         turns: AtomicUsize::new(0),
     });
-    let service = Arc::new(Service::new(store.clone(), config, agent.clone(), None));
+    let (service, store, _dir) = service_with(agent.clone(), |config| {
+        config.lease_ttl = Duration::from_millis(400);
+    });
     let send = {
         let service = service.clone();
         tokio::spawn(async move {
