@@ -1,8 +1,9 @@
-//! The embedded store: the local default, a single crash-safe file (redb: copy-on-write
-//! B-trees, every commit fsynced), with exactly the contract of the DynamoDB adapter.
+//! The embedded store: the local default, a crash-safe redb file (copy-on-write B-trees) and
+//! its write-ahead log ([`wal`]; every commit is in the log, fsynced, before anyone is
+//! answered or can read it), with exactly the contract of the DynamoDB adapter.
 //!
 //! Every write goes through one writer thread ([`writer`]) that applies the writes queued
-//! together in one redb transaction and commits it durably once (group commit). Each write's
+//! together in one redb transaction and makes it durable once (group commit). Each write's
 //! conditions (version, message ids, inbox items, leases) are checked before it writes
 //! anything, so one refused write leaves nothing in the shared transaction: a commit stands
 //! or falls whole, the same all-or-nothing the DynamoDB adapter gets from
