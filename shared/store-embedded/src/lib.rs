@@ -28,7 +28,7 @@ use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Duration, Utc};
-use logged::Logged;
+use logged::{Journal, Logged};
 use redb::{
     Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle, WriteTransaction,
 };
@@ -167,22 +167,6 @@ impl<'t> Tables<'t> {
             payload = rest;
         }
         Ok(())
-    }
-}
-
-/// A table's side of the write-ahead log.
-trait Journal {
-    fn take_ops(&mut self) -> Vec<u8>;
-    fn replay(&mut self, ops: &[u8]) -> Result<(), logged::ReplayError>;
-}
-
-impl<K: redb::Key + 'static, V: redb::Value + 'static> Journal for Logged<'_, K, V> {
-    fn take_ops(&mut self) -> Vec<u8> {
-        Logged::take_ops(self)
-    }
-
-    fn replay(&mut self, ops: &[u8]) -> Result<(), logged::ReplayError> {
-        Logged::replay(self, ops)
     }
 }
 

@@ -48,14 +48,23 @@ impl<'t, K: Key + 'static, V: Value + 'static> Logged<'t, K, V> {
         put_bytes(&mut self.ops, K::as_bytes(key.borrow()).as_ref());
         Ok(())
     }
+}
 
+/// A table's side of the write-ahead log, whatever its key and value types.
+pub(crate) trait Journal {
     /// The writes since the last call (none if the table was not written).
-    pub(crate) fn take_ops(&mut self) -> Vec<u8> {
+    fn take_ops(&mut self) -> Vec<u8>;
+
+    /// Repeats the writes of `ops` (as [`take_ops`](Self::take_ops) gave them), unlogged.
+    fn replay(&mut self, ops: &[u8]) -> Result<(), ReplayError>;
+}
+
+impl<K: Key + 'static, V: Value + 'static> Journal for Logged<'_, K, V> {
+    fn take_ops(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.ops)
     }
 
-    /// Repeats the writes of `ops` (as [`take_ops`](Self::take_ops) gave them), unlogged.
-    pub(crate) fn replay(&mut self, mut ops: &[u8]) -> Result<(), ReplayError> {
+    fn replay(&mut self, mut ops: &[u8]) -> Result<(), ReplayError> {
         while let Some((&kind, rest)) = ops.split_first() {
             let (key, rest) = take_bytes(rest)?;
             ops = match kind {
