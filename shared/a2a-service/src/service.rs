@@ -404,7 +404,7 @@ impl Service {
         if let Some(config) = &push {
             check_webhook_url(&config.url, &self.webhook_policy()).await?;
         }
-        let intake = match &message.task_id {
+        let mut intake = match &message.task_id {
             None => match self.agent.direct_reply(message) {
                 Some(text) => Intake::Direct(Box::new(direct_message(message, text))),
                 None => self.new_task(&sender, message).await?,
@@ -421,7 +421,6 @@ impl Service {
             Intake::Direct(_) => None,
         };
         if let (Some(mut config), Some((task_id, from))) = (push, push_from) {
-            let mut intake = intake;
             // The config is stored on the task, which must be created first.
             if let Intake::Queued { task_id, run, .. } = &mut intake {
                 self.settle(task_id, run.committing.take()).await?;
@@ -434,7 +433,6 @@ impl Service {
                 }
                 return Err(err);
             }
-            return Ok(intake);
         }
         Ok(intake)
     }
