@@ -190,6 +190,15 @@ fn parse<T: for<'de> Deserialize<'de>>(what: &str, text: &str) -> StoreResult<T>
     serde_json::from_str(text).map_err(|e| corrupt(what, e))
 }
 
+/// How many groups of writes the write-ahead log beside the database file at `path` holds:
+/// those committed since the last checkpoint, which the next opening replays unless the store
+/// was closed cleanly (closing checkpoints). For operators and tests; it reads the log only.
+pub fn groups_in_log(path: impl AsRef<Path>) -> StoreResult<usize> {
+    Ok(wal::Wal::peek(&wal_path(path.as_ref()))
+        .map_err(backend)?
+        .len())
+}
+
 /// The write-ahead log of the store at `path`: beside it, its name with `.wal` appended.
 fn wal_path(path: &Path) -> std::path::PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();

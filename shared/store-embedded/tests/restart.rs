@@ -242,8 +242,8 @@ async fn concurrent_writes_survive_a_crash() {
 
 const CHECKPOINT_DB_ENV: &str = "EMBEDDED_RESTART_TEST_CHECKPOINT_DB";
 
-fn wal_of(path: &std::path::Path) -> std::path::PathBuf {
-    path.with_file_name("tasks.redb.wal")
+fn groups_in_log(path: &std::path::Path) -> usize {
+    store_embedded::groups_in_log(path).expect("read the log")
 }
 
 async fn bump(store: &EmbeddedStore, id: &str, message_id: &str) {
@@ -273,15 +273,12 @@ async fn writer_across_a_checkpoint_then_crash() {
         .await
         .expect("create");
     bump(&store, "t-1", "m-1").await;
-    assert!(
-        std::fs::metadata(wal_of(&path)).expect("log").len() > 0,
-        "the writes so far are in the log"
-    );
+    assert!(groups_in_log(&path) > 0, "the writes so far are in the log");
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     bump(&store, "t-1", "m-2").await; // a checkpoint: the log is emptied
-    assert_eq!(std::fs::metadata(wal_of(&path)).expect("log").len(), 0);
+    assert_eq!(groups_in_log(&path), 0);
     bump(&store, "t-1", "m-3").await;
-    assert!(std::fs::metadata(wal_of(&path)).expect("log").len() > 0);
+    assert!(groups_in_log(&path) > 0);
     std::process::abort();
 }
 
@@ -312,14 +309,14 @@ async fn writes_on_both_sides_of_a_checkpoint_survive_a_crash() {
     let ids: Vec<_> = history.iter().map(|m| m.message_id.as_str()).collect();
     assert_eq!(ids, ["m-1", "m-2", "m-3"]);
     assert_eq!(
-        std::fs::metadata(wal_of(&path)).expect("log").len(),
+        groups_in_log(&path),
         0,
         "the replayed groups are checkpointed and the log emptied"
     );
     // Writes go on after the replay, and a clean close leaves nothing to replay.
     bump(&store, "t-1", "m-4").await;
     drop(store);
-    assert_eq!(std::fs::metadata(wal_of(&path)).expect("log").len(), 0);
+    assert_eq!(groups_in_log(&path), 0);
     let store = EmbeddedStore::open(&path).expect("reopen");
     assert_eq!(
         store
