@@ -9,10 +9,13 @@
 #   get    JSON-RPC GetTask of one existing task
 #
 # at concurrency 1 and 16, for a fixed duration each (-w: requests still open at the deadline
-# are waited for, none is aborted). Prints a table and writes it, with oha's JSON, to $OUT.
+# are waited for, none is aborted). Each load runs ROUNDS times, the two servers taking turns
+# (ours, Python, ours, Python, ...), so that a slow spell of the machine falls on both; the
+# table gives each server's median round and the ratio of the medians, with every round's
+# ratio beside it. Prints the table and writes it, with oha's JSON, to $OUT.
 #
-#   bench/run.sh                  # DURATION=10s CONCURRENCY="1 16" OUT=target/bench-load
-#   DURATION=5s bench/run.sh
+#   bench/run.sh                  # DURATION=10s ROUNDS=3 CONCURRENCY="1 16" OUT=target/bench-load
+#   DURATION=5s ROUNDS=1 bench/run.sh
 #
 # Installs what it needs: oha (cargo install --locked into .tools/oha), the SDK venv
 # (tests/interop/venv.sh), the release build of local-server. Every request loop is bounded
@@ -22,6 +25,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 DURATION=${DURATION:-10s}
+ROUNDS=${ROUNDS:-3}
 CONCURRENCY=${CONCURRENCY:-1 16}
 OUT=${OUT:-$root/target/bench-load}
 OHA_VERSION=1.16.0
@@ -144,27 +148,29 @@ done
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json
 results=$OUT/results.tsv
-printf 'load\tc\tserver\tok\terrors\trps\tp50_ms\tp99_ms\tcpu_ms_per_req\tcreated\n' >"$results"
+printf 'load\tc\tround\tserver\tok\terrors\trps\tp50_ms\tp99_ms\tcpu_ms_per_req\tcreated\n' >"$results"
 for load in send get; do
   for c in $CONCURRENCY; do
-    for s in ours python; do
-      before=
-      [[ $load == send ]] && before=$(total_tasks "$s")
-      ticks0=$(cpu_ticks "${pid[$s]}")
-      if [[ $load == send ]]; then
-        body=(-Z "$tmp/send.jsonl")
-      else
-        body=(-d "${get_body[$s]}")
-      fi
-      log "$load c=$c $s (${url[$s]}) for $DURATION"
-      "$oha" --no-tui --output-format json -z "$DURATION" -c "$c" -w -m POST "${headers[@]}" \
-        "${body[@]}" "${url[$s]}" >"$OUT/$load-c$c-$s.json"
-      ticks1=$(cpu_ticks "${pid[$s]}")
-      created=-
-      [[ $load == send ]] && created=$(($(total_tasks "$s") - before))
-      "$py" - "$OUT/$load-c$c-$s.json" "$load" "$c" "$s" "$((ticks1 - ticks0))" "$(getconf CLK_TCK)" "$created" >>"$results" <<'EOF'
+    for round in $(seq "$ROUNDS"); do
+      for s in ours python; do
+        before=
+        [[ $load == send ]] && before=$(total_tasks "$s")
+        ticks0=$(cpu_ticks "${pid[$s]}")
+        if [[ $load == send ]]; then
+          body=(-Z "$tmp/send.jsonl")
+        else
+          body=(-d "${get_body[$s]}")
+        fi
+        log "$load c=$c round $round/$ROUNDS $s (${url[$s]}) for $DURATION"
+        json=$OUT/$load-c$c-r$round-$s.json
+        "$oha" --no-tui --output-format json -z "$DURATION" -c "$c" -w -m POST "${headers[@]}" \
+          "${body[@]}" "${url[$s]}" >"$json"
+        ticks1=$(cpu_ticks "${pid[$s]}")
+        created=-
+        [[ $load == send ]] && created=$(($(total_tasks "$s") - before))
+        "$py" - "$json" "$load" "$c" "$round" "$s" "$((ticks1 - ticks0))" "$(getconf CLK_TCK)" "$created" >>"$results" <<'EOF'
 import json, sys
-path, load, c, server, ticks, hz, created = sys.argv[1:]
+path, load, c, round_, server, ticks, hz, created = sys.argv[1:]
 r = json.load(open(path))
 codes = r["statusCodeDistribution"]
 ok = codes.get("200", 0)
@@ -172,9 +178,10 @@ errors = sum(codes.values()) - ok + sum(r["errorDistribution"].values())
 lat = r["metrics"]["latency_ms"]
 n = sum(codes.values()) + sum(r["errorDistribution"].values())
 cpu = int(ticks) * 1000 / int(hz) / max(n, 1)
-print(f'{load}\t{c}\t{server}\t{ok}\t{errors}\t{r["summary"]["requestsPerSec"]:.1f}\t'
+print(f'{load}\t{c}\t{round_}\t{server}\t{ok}\t{errors}\t{r["summary"]["requestsPerSec"]:.1f}\t'
       f'{lat["p50"]:.2f}\t{lat["p99"]:.2f}\t{cpu:.2f}\t{created}')
 EOF
+      done
     done
   done
 done
@@ -182,26 +189,40 @@ stop_all
 
 # --- table ------------------------------------------------------------------
 {
-  echo "oha $OHA_VERSION, $DURATION per load, keep-alive; both servers on 127.0.0.1 on this machine ($(nproc) cores; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg))"
+  echo "oha $OHA_VERSION, $DURATION per round, $ROUNDS rounds per load (the servers taking turns), keep-alive; both servers on 127.0.0.1 on this machine ($(nproc) cores; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg))"
   "$py" - "$results" <<'EOF'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
-by = {(r["load"], r["c"], r["server"]): r for r in rows}
-print("| load | c | server | req/s | p50 ms | p99 ms | errors | ok | tasks created | server CPU ms/req | ours/Python req/s |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+runs = {}
 for r in rows:
-    other = by.get((r["load"], r["c"], "python"))
+    runs.setdefault((r["load"], r["c"], r["server"]), []).append(r)
+def median_round(rs):  # the round with the median req/s (the lower middle one of an even count)
+    ordered = sorted(rs, key=lambda r: float(r["rps"]))
+    return ordered[(len(ordered) - 1) // 2]
+def times(x):
+    return f"{x:.2f}×" if x < 1 else f"{x:.1f}×"
+print("| load | c | server | req/s (median round) | p50 ms | p99 ms | errors | ok | tasks created | server CPU ms/req | ours/Python: ratio of the medians (each round) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for (load, c, server), rs in runs.items():
+    m = median_round(rs)
     ratio = ""
-    if r["server"] == "ours" and other and float(other["rps"]) > 0:
-        x = float(r["rps"]) / float(other["rps"])
-        ratio = f'**{x:.2f}×**' if x < 1 else f'**{x:.1f}×**'
-    name = {"send": "SendMessage (new task)", "get": "GetTask"}[r["load"]]
-    server = {"ours": "local-server (release, redb)", "python": "a2a-sdk 1.3.0 (in-memory)"}[r["server"]]
-    print(f'| {name} | {r["c"]} | {server} | {float(r["rps"]):,.0f} | {r["p50_ms"]} | {r["p99_ms"]} | '
-          f'{r["errors"]} | {r["ok"]} | {r["created"]} | {r["cpu_ms_per_req"]} | {ratio} |')
+    others = runs.get((load, c, "python"))
+    if server == "ours" and others:
+        theirs = {r["round"]: float(r["rps"]) for r in others}
+        x = float(m["rps"]) / max(float(median_round(others)["rps"]), 1e-9)
+        each = ", ".join(times(float(r["rps"]) / theirs[r["round"]]) for r in rs if theirs.get(r["round"]))
+        ratio = f"**{times(x)}** ({each})"
+    name = {"send": "SendMessage (new task)", "get": "GetTask"}[load]
+    who = {"ours": "local-server (release, redb)", "python": "a2a-sdk 1.3.0 (in-memory)"}[server]
+    total = lambda k: sum(int(r[k]) for r in rs)
+    created = "-" if rs[0]["created"] == "-" else total("created")
+    print(f'| {name} | {c} | {who} | {float(m["rps"]):,.0f} | {m["p50_ms"]} | {m["p99_ms"]} | '
+          f'{total("errors")} | {total("ok")} | {created} | {m["cpu_ms_per_req"]} | {ratio} |')
+print()
+print("p50, p99 and CPU are those of the median round; errors, ok and tasks created add up all rounds.")
 bad = [r for r in rows if r["load"] == "send" and r["created"] not in ("-", r["ok"])]
 for r in bad:
-    print(f'WARNING: {r["server"]} send c={r["c"]}: {r["ok"]} ok responses but {r["created"]} tasks created')
+    print(f'WARNING: {r["server"]} send c={r["c"]} round {r["round"]}: {r["ok"]} ok responses but {r["created"]} tasks created')
 EOF
 } | tee "$OUT/table.md"
 log "oha JSON and results.tsv in $OUT"
