@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::Select;
 use task_store::{
-    AuditEntry, Change, Committed, Conflict, ListQuery, StoreResult, StoredEvent, StoredTask,
-    TaskPage, TaskStore,
+    AuditEntry, Change, Committed, Conflict, LeaseStore, ListQuery, StoreError, StoreResult,
+    StoredEvent, StoredTask, TaskPage, TaskStore,
 };
 
 use crate::commit::{self, InboxChunks};
@@ -192,6 +192,19 @@ impl TaskStore for DynamoDbStore {
         if !plan.index.is_empty() {
             self.write_index_after(std::mem::take(&mut plan.index))
                 .await;
+        }
+        // A lease cannot be given up conditionally inside the transaction (a lease another
+        // runner took would cancel it): it is given up right after.
+        for lease in changes.iter().filter_map(|c| match c {
+            Change::Update(update) => update.release.as_ref(),
+            _ => None,
+        }) {
+            match self.release(lease).await {
+                Ok(()) | Err(StoreError::Conflict(Conflict::LeaseLost(_))) => {}
+                Err(err) => {
+                    tracing::warn!(task_id = %lease.task_id, error = %err, "a lease was not given up after its run's last write; it will expire");
+                }
+            }
         }
         Ok(plan.committed)
     }

@@ -297,6 +297,8 @@ struct PreparedTask {
     write_document: bool,
     /// The run lease a creation takes (the lease document).
     lease: Option<String>,
+    /// The run lease an update gives up, if still held by it.
+    release: Option<Lease>,
 }
 
 fn duplicate_message(task_id: &str, message_id: &str) -> StoreError {
@@ -333,6 +335,7 @@ fn prepare_create(new: &NewTask, docs: EncodedChange) -> StoreResult<PreparedTas
         index: index_keys(&new.record),
         write_document: true,
         lease: new.lease.as_ref().map(lease_doc).transpose()?,
+        release: None,
         task_id: id,
     })
 }
@@ -375,6 +378,7 @@ fn prepare_update(update: &TaskUpdate, docs: EncodedChange) -> StoreResult<Prepa
         index,
         write_document: update.record.is_some(),
         lease: None,
+        release: update.release.clone(),
     })
 }
 
@@ -495,6 +499,11 @@ fn apply_commit(tables: &mut Tables, changes: Vec<Prepared>) -> StoreResult<Vec<
 }
 
 fn apply_task(tables: &mut Tables, change: PreparedTask) -> StoreResult<Committed> {
+    // A lease another runner took meanwhile (this one's expired) stays.
+    let give_up = change
+        .release
+        .as_ref()
+        .is_some_and(|lease| held_by(tables, lease).is_ok());
     let Tables {
         tasks,
         meta,
@@ -582,6 +591,9 @@ fn apply_task(tables: &mut Tables, change: PreparedTask) -> StoreResult<Committe
     }
     if let Some(lease) = &change.lease {
         leases.insert(id, lease.as_str()).map_err(backend)?;
+    }
+    if give_up {
+        leases.remove(id).map_err(backend)?;
     }
     Ok(Committed {
         task_id: change.task_id.clone(),

@@ -29,7 +29,7 @@ macro_rules! contract_suite {
             create_then_get, get_newer_reads_only_a_changed_task, a_commit_submitted_after_another_is_applied_after_it, create_conflicts_when_the_task_exists, update_needs_the_version_it_read,
             update_checks_the_allowed_states, update_checks_the_actors_role, events_are_gapless_and_readable_from_a_seq,
             message_ids_are_deduplicated, history_reads_all_or_the_newest, documents_over_the_cap_are_refused,
-            artifacts_keep_their_first_order, an_update_applied_is_what_the_store_reads, a_multi_task_commit_is_atomic, a_task_is_created_with_its_first_message_queued, a_task_is_created_with_its_lease, the_transcript_is_appended_and_read_from_a_number, a_commit_can_queue_a_message_for_another_task, list_is_scoped_ordered_filtered_and_paged,
+            artifacts_keep_their_first_order, an_update_applied_is_what_the_store_reads, a_multi_task_commit_is_atomic, a_task_is_created_with_its_first_message_queued, a_task_is_created_with_its_lease, an_update_gives_up_the_runners_lease, the_transcript_is_appended_and_read_from_a_number, a_commit_can_queue_a_message_for_another_task, list_is_scoped_ordered_filtered_and_paged,
             list_follows_participant_and_status_changes, push_configs, leases, inbox, audit_log,
             a_long_conversation_is_stored_intact, concurrent_updates_lose_nothing, one_winner_per_conflicting_pair,
             concurrent_role_changes_have_one_winner, concurrent_lease_acquisition_has_one_winner);
@@ -881,6 +881,60 @@ pub async fn a_task_is_created_with_its_lease(store: Arc<dyn Store>) {
         conflict(store.commit(vec![Change::Create(Box::new(again))]).await),
         Conflict::TaskExists("t-1".into())
     );
+}
+
+/// An update may end its runner's run: the lease it names is given up once the update is
+/// applied, unless another runner holds the task by then (that lease stays, and the update is
+/// applied all the same).
+pub async fn an_update_gives_up_the_runners_lease(store: Arc<dyn Store>) {
+    let rec = record("t-1", "ctx", TEAM, TaskState::Working, at(0));
+    let lease = Lease {
+        task_id: "t-1".into(),
+        owner: "runner-a".into(),
+        token: "token-1".into(),
+        expires_at: at(30),
+    };
+    let mut new = NewTask::new(rec.clone());
+    new.lease = Some(lease.clone());
+    store
+        .commit(vec![Change::Create(Box::new(new))])
+        .await
+        .expect("create");
+    let base = store.get("t-1").await.expect("get").expect("exists");
+    let mut update = TaskUpdate::new(base);
+    update.history = vec![user_message("m-1", "last")];
+    update.release = Some(lease.clone());
+    store
+        .commit(vec![Change::Update(Box::new(update))])
+        .await
+        .expect("the last write of the run");
+    let b = store
+        .acquire("t-1", "runner-b", at(10), Duration::seconds(30))
+        .await
+        .expect("given up with the update, long before it expired");
+
+    // Runner A's lease is gone; runner B's stays when A names its old lease again.
+    let base = store.get("t-1").await.expect("get").expect("exists");
+    let mut late = TaskUpdate::new(base);
+    late.history = vec![user_message("m-2", "late")];
+    late.release = Some(lease);
+    store
+        .commit(vec![Change::Update(Box::new(late))])
+        .await
+        .expect("not refused for a lease it no longer holds");
+    assert_eq!(
+        conflict(
+            store
+                .acquire("t-1", "runner-c", at(20), Duration::seconds(30))
+                .await
+        ),
+        Conflict::LeaseHeld {
+            task_id: "t-1".into(),
+            expires_at: b.expires_at
+        }
+    );
+    let history = store.history("t-1", None).await.expect("history");
+    assert_eq!(history.len(), 2, "both updates applied");
 }
 
 /// Transcript entries are numbered per task from 0, written with an update, read from a

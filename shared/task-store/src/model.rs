@@ -224,6 +224,11 @@ pub struct TaskUpdate {
     /// Inbox items this update consumes; the update fails if one is already gone.
     pub consume_inbox: Vec<InboxKey>,
     pub audit: Vec<AuditEntry>,
+    /// A run lease to give up once the update is applied, if this holder still holds it
+    /// (as [`LeaseStore::release`](crate::LeaseStore::release), whose `LeaseLost` is no
+    /// failure here): a runner's last write of a run ends the run with it. Never a reason to
+    /// refuse the update; a store may give it up in the same write or right after.
+    pub release: Option<Lease>,
 }
 
 impl TaskUpdate {
@@ -240,6 +245,7 @@ impl TaskUpdate {
             message_ids: Vec::new(),
             consume_inbox: Vec::new(),
             audit: Vec::new(),
+            release: None,
         }
     }
 
