@@ -4,6 +4,8 @@
 //! Any invocation that queued a message may become the runner: it tries the lease, and if
 //! another holds it the message waits for that holder, which drains the inbox before it
 //! releases and looks once more after releasing (a message queued in between is picked up).
+//! The release goes with the outcome of the last message the runner has (one write, not
+//! two); when that outcome is not the usual one (a refusal, a note), it is a write of its own.
 //! A message leaves the inbox only in the commit that records its outcome (the reply, the
 //! refusal), so a runner that dies mid-turn leaves it queued for the next one.
 
@@ -126,7 +128,8 @@ impl Runner {
     }
 
     /// The task's lease, if nobody holds it: the caller then runs the task with
-    /// [`kick_leased`](Self::kick_leased) (or gives it back).
+    /// [`kick_leased`](Self::kick_leased), even if it queued nothing after all (a message
+    /// another sender queued meanwhile waits for this holder).
     pub async fn try_lease(&self, task_id: &str) -> Result<Option<Lease>, StoreError> {
         match self
             .inner
@@ -137,13 +140,6 @@ impl Runner {
             Ok(lease) => Ok(Some(lease)),
             Err(StoreError::Conflict(Conflict::LeaseHeld { .. })) => Ok(None),
             Err(err) => Err(err),
-        }
-    }
-
-    /// Gives a lease back unused (best effort: it expires anyway).
-    pub async fn give_back(&self, lease: &Lease) {
-        if let Err(err) = self.inner.store.release(lease).await {
-            debug!(task_id = %lease.task_id, error = %err, "lease not given back; it will expire");
         }
     }
 
@@ -212,26 +208,38 @@ impl Runner {
                 Err(StoreError::Conflict(Conflict::LeaseHeld { .. })) => return Ok(()),
                 Err(err) => return Err(err),
             };
-            loop {
+            let given_up = loop {
                 let (items, mut known, mut processed) = match first.take() {
                     Some(created) => (vec![created.item], Some(created.task), created.processed),
                     None => (store.inbox(task_id).await?, None, None),
                 };
                 if items.is_empty() {
-                    break;
+                    break false;
                 }
-                for item in items {
-                    let work = self.process(task_id, &item, known.take());
+                // The run ends with the last message it has: that message's outcome gives the
+                // lease up in the same write (the look at the inbox below catches a message
+                // queued meanwhile).
+                let last = items.len() - 1;
+                let mut given_up = false;
+                for (n, item) in items.into_iter().enumerate() {
+                    let mut ending = (n == last).then(|| lease.clone());
+                    let work = self.process(task_id, &item, known.take(), &mut ending);
                     let (outcome, renewed) = self.holding(lease, ttl, work).await?;
                     lease = renewed;
+                    given_up = n == last && ending.is_none();
                     if let (Some(tell), Some(task)) = (processed.take(), outcome?) {
                         let _ = tell.send(task); // the sender may have gone
                     }
                 }
-            }
-            match store.release(&lease).await {
-                Ok(()) | Err(StoreError::Conflict(Conflict::LeaseLost(_))) => {}
-                Err(err) => return Err(err),
+                if given_up {
+                    break true;
+                }
+            };
+            if !given_up {
+                match store.release(&lease).await {
+                    Ok(()) | Err(StoreError::Conflict(Conflict::LeaseLost(_))) => {}
+                    Err(err) => return Err(err),
+                }
             }
             // A message queued after the last look found the lease held: it is ours.
             if store.inbox(task_id).await?.is_empty() {
@@ -259,7 +267,18 @@ impl Runner {
                 biased;
                 done = &mut work => return Ok((done, lease)),
                 () = tokio::time::sleep(wait) => {
-                    lease = self.inner.store.renew(&lease, Utc::now(), ttl).await?;
+                    match self.inner.store.renew(&lease, Utc::now(), ttl).await {
+                        Ok(renewed) => lease = renewed,
+                        // The work's last write, queued before the renewal, may have given
+                        // the lease up: then the work is done as soon as it looks.
+                        Err(err @ StoreError::Conflict(Conflict::LeaseLost(_))) => {
+                            return match futures::FutureExt::now_or_never(&mut work) {
+                                Some(done) => Ok((done, lease)),
+                                None => Err(err),
+                            };
+                        }
+                        Err(err) => return Err(err),
+                    }
                 }
             }
         }
@@ -325,13 +344,14 @@ impl Runner {
         task_id: &str,
         item: &InboxItem,
         mut known: Option<StoredTask>,
+        ending: &mut Option<Lease>,
     ) -> Result<Option<StoredTask>, StoreError> {
         for _ in 0..MAX_RETRIES {
             let stored = match known.take() {
                 Some(task) => task,
                 None => self.read(task_id).await?,
             };
-            match self.attempt(&stored, item).await {
+            match self.attempt(&stored, item, ending).await {
                 Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
                 // Another runner recorded it (a lease that expired under a slow turn).
                 Err(StoreError::Conflict(Conflict::InboxItemGone(_))) => return Ok(None),
@@ -347,6 +367,7 @@ impl Runner {
         &self,
         stored: &StoredTask,
         item: &InboxItem,
+        ending: &mut Option<Lease>,
     ) -> Result<StoredTask, StoreError> {
         let record = &stored.record;
         let now = Utc::now();
@@ -378,7 +399,7 @@ impl Runner {
             return self.commit(update).await;
         }
         if let Some(note) = note {
-            return self.take_note(stored, item, &note).await;
+            return self.take_note(stored, item, &note, ending).await;
         }
         if record.agent.awaiting_participant.as_deref() == Some(item.sender.as_str()) {
             return self.assignee_replied(stored, item).await;
@@ -429,7 +450,7 @@ impl Runner {
         }
 
         let input = agent_input(item, record.agent.pending_help.as_ref().filter(|_| answers));
-        self.run_agent(stored, item, &accepted, answers, input)
+        self.run_agent(stored, item, &accepted, answers, input, ending)
             .await
     }
 
@@ -442,6 +463,7 @@ impl Runner {
         accepted: &lifecycle::Transition,
         answers: bool,
         input: String,
+        ending: &mut Option<Lease>,
     ) -> Result<StoredTask, StoreError> {
         let record = &stored.record;
         let mid = item.key.message_id.as_str();
@@ -469,16 +491,19 @@ impl Runner {
         };
         let reply = self.inner.agent.run(&mut turn).await?;
         let latest = turn.task;
-        self.record_outcome(latest, item, reply).await
+        self.record_outcome(latest, item, reply, ending).await
     }
 
     /// Commits the outcome of a run: the message and the reply in the history, the next
     /// state by the lifecycle rule, the reply's artifacts and transcript entries.
+    /// `ending`, when the run ends with this message, is the runner's lease: the outcome's
+    /// commit gives it up (and takes it out of `ending`).
     async fn record_outcome(
         &self,
         latest: StoredTask,
         item: &InboxItem,
         reply: AgentReply,
+        ending: &mut Option<Lease>,
     ) -> Result<StoredTask, StoreError> {
         let task_id = latest.record.id.clone();
         let mid = item.key.message_id.as_str();
@@ -589,10 +614,15 @@ impl Runner {
             update.events.push(event);
             update.audit = vec![audit(true, "accepted")];
             update.record = Some(next);
+            update.release = ending.clone();
             match self.commit(update).await {
                 Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
                 Err(StoreError::TooLarge(why)) => {
                     return self.fail_unstorable(&current, item, &why).await;
+                }
+                Ok(task) => {
+                    *ending = None; // given up with the outcome
+                    return Ok(task);
                 }
                 other => return other,
             }
@@ -608,6 +638,7 @@ impl Runner {
         stored: &StoredTask,
         item: &InboxItem,
         note: &subtasks::Note,
+        ending: &mut Option<Lease>,
     ) -> Result<StoredTask, StoreError> {
         let record = &stored.record;
         let mut next = record.clone();
@@ -650,7 +681,8 @@ impl Runner {
                     mirrored = self.commit(update).await?;
                 }
                 let input = agent_input(item, None);
-                self.run_agent(&mirrored, item, &t, false, input).await
+                self.run_agent(&mirrored, item, &t, false, input, ending)
+                    .await
             }
             _ => {
                 let mut update = TaskUpdate::new(stored.clone());

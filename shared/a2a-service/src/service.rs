@@ -918,7 +918,9 @@ impl Service {
             .enqueue(&record.id, Self::inbox_item(sender, message, record))
             .await;
         if let (Err(_), Some(lease)) = (&queued, &lease) {
-            self.runner.give_back(lease).await;
+            // Not simply given back: a sender that found the lease held queued its message
+            // for this holder to run.
+            self.runner.kick_leased(lease.clone(), None);
         }
         match queued {
             Ok(()) => Ok(Intake::Queued {

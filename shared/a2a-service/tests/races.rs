@@ -255,3 +255,29 @@ async fn a_turn_longer_than_the_lease_keeps_it_and_runs_once() {
         "the run gave its lease back"
     );
 }
+
+/// A run gives its lease up in the very write that records its last outcome: by the time a
+/// blocking send is answered, the task is free for the next runner (no release still to come).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_last_outcome_gives_its_lease_up() {
+    let (service, store, _dir) = service();
+    for n in 0..30 {
+        let SendMessageResponse::Task(task) = service
+            .send_message(&RequestContext::default(), message(&format!("m-{n}"), None))
+            .await
+            .expect("send")
+        else {
+            panic!("a task")
+        };
+        assert_eq!(task.status.state, TaskState::InputRequired);
+        store
+            .acquire(
+                &task.id,
+                "another runner",
+                chrono::Utc::now(),
+                chrono::Duration::seconds(30),
+            )
+            .await
+            .unwrap_or_else(|err| panic!("send {n}: the lease is still held: {err}"));
+    }
+}
