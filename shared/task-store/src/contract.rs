@@ -894,7 +894,7 @@ pub async fn an_update_gives_up_the_runners_lease(store: Arc<dyn Store>) {
         token: "token-1".into(),
         expires_at: at(30),
     };
-    let mut new = NewTask::new(rec.clone());
+    let mut new = NewTask::new(rec);
     new.lease = Some(lease.clone());
     store
         .commit(vec![Change::Create(Box::new(new))])
