@@ -1,6 +1,8 @@
 //! The local server: configuration, the store it opens, and the HTTP listener that mounts
 //! the protocol bindings (`a2a-http`) over the service (`a2a-service`).
 
+pub mod allocator;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

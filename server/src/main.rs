@@ -13,6 +13,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    local_server::allocator::keep_freed_memory_longer();
     let options = Options::parse();
     // Structured logs: one JSON object per line on stderr (RUST_LOG filters, default info).
     tracing_subscriber::fmt()
