@@ -20,8 +20,9 @@ mod logged;
 mod wal;
 mod writer;
 
+use std::collections::HashSet;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use a2a::{Artifact, Message};
 use async_trait::async_trait;
@@ -176,6 +177,10 @@ impl<'t> Tables<'t> {
 pub struct EmbeddedStore {
     db: Arc<Database>,
     writer: Arc<writer::Writer>,
+    /// Every task that has had a push config since the file was opened (redb locks the file,
+    /// so no other process writes configs). A config's task is added when its write is
+    /// applied, and stays after its configs are deleted (the dispatcher then lists none).
+    push_tasks: Arc<RwLock<HashSet<String>>>,
 }
 
 fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
@@ -234,8 +239,13 @@ impl EmbeddedStore {
         txn.commit().map_err(backend)?;
         let log = writer::Log::recover(&db, &wal_path(path))?;
         let db = Arc::new(db);
+        let push_tasks = Arc::new(RwLock::new(tasks_with_push_configs(&db)?));
         let writer = Arc::new(writer::Writer::start(db.clone(), log)?);
-        Ok(Self { db, writer })
+        Ok(Self {
+            db,
+            writer,
+            push_tasks,
+        })
     }
 
     /// Runs read-only work on the last committed state, on the caller's thread.
@@ -1017,6 +1027,7 @@ impl PushConfigStore for EmbeddedStore {
             .clone()
             .ok_or_else(|| StoreError::Invalid("a push config needs an id".to_owned()))?;
         let doc = json(&config)?;
+        let push_tasks = Arc::clone(&self.push_tasks);
         self.writer
             .write(
                 (config, id, doc),
@@ -1027,11 +1038,17 @@ impl PushConfigStore for EmbeddedStore {
                         None => Err(StoreError::NotFound(format!("task {task}"))),
                     }
                 },
-                |tables, (config, id, doc), ()| {
+                move |tables, (config, id, doc), ()| {
                     tables
                         .push
                         .insert((config.task_id.as_str(), id.as_str()), doc.as_str())
                         .map_err(backend)?;
+                    // Before the write is durable: a dispatcher that lists too early finds
+                    // nothing and is told again once the config is stored.
+                    push_tasks
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(config.task_id.clone());
                     Ok(config)
                 },
             )
@@ -1080,6 +1097,25 @@ impl PushConfigStore for EmbeddedStore {
             )
             .await
     }
+
+    fn may_have_push_configs(&self, task_id: &str) -> bool {
+        self.push_tasks
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(task_id)
+    }
+}
+
+/// The tasks the file holds push configs of.
+fn tasks_with_push_configs(db: &Database) -> StoreResult<HashSet<String>> {
+    let txn = db.begin_read().map_err(backend)?;
+    let push = txn.open_table(PUSH).map_err(backend)?;
+    let mut tasks = HashSet::new();
+    for entry in push.iter().map_err(backend)? {
+        let (key, _) = entry.map_err(backend)?;
+        tasks.insert(key.value().0.to_owned());
+    }
+    Ok(tasks)
 }
 
 #[cfg(test)]

@@ -129,6 +129,10 @@ async fn survives_a_crash_after_its_writes() {
         store.list_push_configs("t-1").await.expect("configs").len(),
         1
     );
+    // Which tasks have configs is read back from the file (the push dispatcher lists only
+    // theirs).
+    assert!(store.may_have_push_configs("t-1"));
+    assert!(!store.may_have_push_configs("t-2"));
     let page = store
         .list(
             "alice",

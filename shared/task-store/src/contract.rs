@@ -1284,6 +1284,8 @@ pub async fn push_configs(store: Arc<dyn Store>) {
         .put_push_config(push("t-1", "c2", "https://b"))
         .await
         .expect("put");
+    // "No configs" may only be said of a task that has none.
+    assert!(store.may_have_push_configs("t-1"));
     store
         .put_push_config(push("t-1", "c1", "https://a"))
         .await

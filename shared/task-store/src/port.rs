@@ -152,6 +152,14 @@ pub trait PushConfigStore: Send + Sync {
 
     /// Idempotent: deleting a config that does not exist succeeds.
     async fn delete_push_config(&self, task_id: &str, config_id: &str) -> StoreResult<()>;
+
+    /// Whether `task_id` may have push configs, answered without a read. `false` is a
+    /// promise: the store knows every config written to it (a store file one process holds)
+    /// and the task has none; `true` means "list them to know" (a table other processes
+    /// write too). Lets the push dispatcher skip a listing per commit.
+    fn may_have_push_configs(&self, _task_id: &str) -> bool {
+        true
+    }
 }
 
 /// Everything the service needs from storage.

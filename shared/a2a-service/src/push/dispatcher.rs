@@ -26,6 +26,10 @@
 //!   task's newest event: its receiver gets the current state and everything after.
 //!   Registering a known config again (a replaced config) moves its cursor to where it
 //!   says (possibly sending an event twice).
+//! - **Listing.** A notification lists the task's configs, unless the dispatcher follows
+//!   none of the task's configs and the store promises it has none
+//!   (`PushConfigStore::may_have_push_configs`: the embedded store knows, as one process
+//!   holds its file; a DynamoDB table is always listed).
 //! - **In memory only.** Cursors live in this process. Deliveries pending at shutdown (past
 //!   [`PushDispatcher::shutdown`]'s bound) or at a crash are not resumed after a restart; the
 //!   deployed notifier reads the table's stream, which does resume them. A config of a task
@@ -243,6 +247,11 @@ impl Shared {
     }
 
     fn wake_task(this: &Arc<Self>, state: &mut State, task_id: &str) {
+        // A task with no registered config, of which the store knows it has none: nothing to
+        // list (a config is registered before it is stored, so none is missed).
+        if !state.tasks.contains_key(task_id) && !this.store.may_have_push_configs(task_id) {
+            return;
+        }
         let entry = state.tasks.entry(task_id.to_owned()).or_default();
         if entry.scanning {
             entry.rescan = true;

@@ -1039,3 +1039,28 @@ async fn several_events_of_one_commit_all_go_even_the_terminal_one() {
     assert_eq!(receiver.delivered(), ids("t-1", &["e0", "e1", "e2", "e3"]));
     receiver.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_without_configs_is_not_listed_once_its_configs_are() {
+    let fx = fixture().await;
+    let store = &fx.store;
+    let receiver = Receiver::start(|_, _| ok()).await;
+    create_task(&**store, "t-1").await;
+    let push = dispatcher(store, dispatch_options());
+    // The embedded store knows the task has no configs: no listing starts.
+    append(&**store, "t-1", "e1", TaskState::Working).await;
+    push.notify("t-1");
+    assert_eq!(push.scanning("t-1"), None);
+    // A config stored without a `register` (as if by another handle): the store knows now.
+    store
+        .put_push_config(config("t-1", "c", &receiver.url))
+        .await
+        .unwrap();
+    append(&**store, "t-1", "e2", TaskState::Working).await;
+    push.notify("t-1");
+    assert!(push.scanning("t-1").is_some());
+    eventually("e2", || !receiver.delivered().is_empty()).await;
+    assert_eq!(push.shutdown(Duration::from_secs(5)).await, 0);
+    assert_eq!(receiver.delivered(), ids("t-1", &["e2"]));
+    receiver.stop().await;
+}
