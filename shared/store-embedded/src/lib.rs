@@ -145,13 +145,16 @@ impl<'t> Tables<'t> {
     /// Every write made through the tables since they were opened (or since the last call),
     /// as one write-ahead log payload; empty if nothing was written.
     pub(crate) fn take_writes(&mut self) -> Vec<u8> {
-        let mut payload = Vec::new();
-        for (tag, table) in (0u8..).zip(self.journals()) {
-            let ops = table.take_ops();
-            if !ops.is_empty() {
-                payload.push(tag);
-                logged::put_bytes(&mut payload, &ops);
-            }
+        let written: Vec<(u8, Vec<u8>)> = (0u8..)
+            .zip(self.journals())
+            .map(|(tag, table)| (tag, table.take_ops()))
+            .filter(|(_, ops)| !ops.is_empty())
+            .collect();
+        let mut payload =
+            Vec::with_capacity(written.iter().map(|(_, ops)| 1 + 4 + ops.len()).sum());
+        for (tag, ops) in &written {
+            payload.push(*tag);
+            logged::put_bytes(&mut payload, ops);
         }
         payload
     }

@@ -13,6 +13,7 @@ use redb::{Key, StorageError, Table, Value};
 
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
+const FIRST_OPS_CAPACITY: usize = 4096;
 
 pub(crate) struct Logged<'t, K: Key + 'static, V: Value + 'static> {
     table: Table<'t, K, V>,
@@ -33,9 +34,17 @@ impl<'t, K: Key + 'static, V: Value + 'static> Logged<'t, K, V> {
         value: impl Borrow<V::SelfType<'v>>,
     ) -> Result<(), StorageError> {
         self.table.insert(key.borrow(), value.borrow())?;
+        let key = K::as_bytes(key.borrow());
+        let value = V::as_bytes(value.borrow());
+        let (key, value) = (key.as_ref(), value.as_ref());
+        if self.ops.capacity() == 0 {
+            // Most groups write a few KB to a table: one allocation, not a dozen regrowths.
+            self.ops
+                .reserve(FIRST_OPS_CAPACITY.max(9 + key.len() + value.len()));
+        }
         self.ops.push(PUT);
-        put_bytes(&mut self.ops, K::as_bytes(key.borrow()).as_ref());
-        put_bytes(&mut self.ops, V::as_bytes(value.borrow()).as_ref());
+        put_bytes(&mut self.ops, key);
+        put_bytes(&mut self.ops, value);
         Ok(())
     }
 

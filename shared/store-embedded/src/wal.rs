@@ -34,8 +34,10 @@ const HEADER_LEN: usize = 4 + 4 + 8 + 4;
 const MAX_PAYLOAD: usize = 1 << 30;
 /// The file grows ahead of the records by at least this much.
 const GROWTH: u64 = 4 << 20;
-/// Emptying the log shrinks a file larger than this back to it (after a burst of writes).
+/// Emptying the log shrinks the file to no less than this.
 const KEPT: u64 = 16 << 20;
+/// The largest record buffer kept for the next append.
+const KEPT_BUFFER: usize = 1 << 20;
 
 /// One group commit as the log holds it.
 #[derive(Debug, PartialEq)]
@@ -50,6 +52,8 @@ pub(crate) struct Wal {
     len: u64,
     /// The file's size: the blocks an append overwrites without growing it.
     size: u64,
+    /// The record being written, kept between appends (a group's record takes tens of KB).
+    buf: Vec<u8>,
 }
 
 impl Wal {
@@ -68,6 +72,7 @@ impl Wal {
             file,
             len,
             size: bytes.len() as u64,
+            buf: Vec::new(),
         };
         Ok((wal, records))
     }
@@ -85,7 +90,8 @@ impl Wal {
     /// torn record never hides the records after it; if even that fails the error says so and
     /// the log must not be appended to again.
     pub(crate) fn append(&mut self, seq: u64, payload: &[u8]) -> Result<(), AppendError> {
-        let mut record = encode(seq, payload);
+        let record = &mut self.buf;
+        encode(record, seq, payload);
         let end = self.len + record.len() as u64;
         let size = if end > self.size {
             // Grow the file now, zero-filled, so the next appends only overwrite.
@@ -97,8 +103,11 @@ impl Wal {
         };
         let written = self
             .file
-            .write_all_at(&record, self.len)
+            .write_all_at(record, self.len)
             .and_then(|()| self.file.sync_data());
+        if record.capacity() > KEPT_BUFFER {
+            *record = Vec::new(); // a growth's zeros or a huge group: not kept
+        }
         match written {
             Ok(()) => {
                 self.len = end;
@@ -122,10 +131,15 @@ impl Wal {
     /// the checkpoint, so after a crash they are skipped, or reading stops at them.
     /// The first record is also unmarked (its magic zeroed), so that reading the log finds
     /// nothing until the next append, as after a crash it may find only skipped records.
+    ///
+    /// The file keeps the room the emptied records took (the next interval likely needs as
+    /// much: shrinking then growing again would cost a sync of the file's size each time),
+    /// at least [`KEPT`]; more than that goes once an interval needed less.
     pub(crate) fn clear(&mut self) -> io::Result<()> {
-        if self.size > KEPT {
-            self.file.set_len(KEPT)?;
-            self.size = KEPT;
+        let keep = KEPT.max(self.len + GROWTH);
+        if self.size > keep {
+            self.file.set_len(keep)?;
+            self.size = keep;
         }
         if self.len > 0 {
             self.file.write_all_at(&[0; 4], 0)?;
@@ -162,8 +176,10 @@ fn checksum(seq: u64, payload: &[u8]) -> u32 {
     hasher.finalize()
 }
 
-fn encode(seq: u64, payload: &[u8]) -> Vec<u8> {
-    let mut record = Vec::with_capacity(HEADER_LEN + payload.len());
+/// Writes the record of `payload` into `record` (emptied first).
+fn encode(record: &mut Vec<u8>, seq: u64, payload: &[u8]) {
+    record.clear();
+    record.reserve(HEADER_LEN + payload.len());
     record.extend_from_slice(&MAGIC.to_le_bytes());
     // A payload over MAX_PAYLOAD would not be read back; the writer never builds one.
     record.extend_from_slice(
@@ -174,7 +190,6 @@ fn encode(seq: u64, payload: &[u8]) -> Vec<u8> {
     record.extend_from_slice(&seq.to_le_bytes());
     record.extend_from_slice(&checksum(seq, payload).to_le_bytes());
     record.extend_from_slice(payload);
-    record
 }
 
 /// The log's records from the start of `bytes`, and where the last one ends.
@@ -264,7 +279,8 @@ mod tests {
         let whole = wal.len();
         drop(wal);
         // A crash mid-append: half a record at the end.
-        let torn = encode(3, b"cut short");
+        let mut torn = Vec::new();
+        encode(&mut torn, 3, b"cut short");
         let file = OpenOptions::new().write(true).open(&path).expect("file");
         file.write_all_at(&torn[..torn.len() / 2], whole)
             .expect("write");
@@ -358,5 +374,34 @@ mod tests {
                 payload: b"new".to_vec()
             }]
         );
+    }
+
+    #[test]
+    fn emptying_keeps_the_room_the_records_took_and_gives_back_the_rest_later() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = log_in(&dir);
+        let (mut wal, _) = Wal::open(&path).expect("open");
+        let size = || std::fs::metadata(&path).expect("metadata").len();
+        let payload = vec![7u8; 1 << 20];
+        for seq in 1..=20 {
+            if let Err(err) = wal.append(seq, &payload) {
+                panic!("{err}");
+            }
+        }
+        let used = wal.len();
+        assert!(used > KEPT);
+        wal.clear().expect("clear");
+        assert!(size() >= used, "the room taken stays for the next interval");
+        if let Err(err) = wal.append(21, b"small") {
+            panic!("{err}");
+        }
+        wal.clear().expect("clear");
+        assert_eq!(
+            size(),
+            KEPT,
+            "an interval that needed little gives the rest back"
+        );
+        let (_, records) = Wal::open(&path).expect("reopen");
+        assert!(records.is_empty());
     }
 }
