@@ -11,10 +11,10 @@ const KEPT_FOR_MS: std::os::raw::c_long = 10_000;
 
 /// Keeps memory mimalloc no longer uses for ten seconds instead of one before giving it back.
 ///
-/// Under a steady write load the server's memory is freed and reused in cycles of about a
-/// second (the embedded store checkpoints once a second); with the default delay it went back
-/// to the OS and was faulted in again, 2 MiB huge pages zeroed each time, about a thousand
-/// faults a second and 2.5 % of the CPU under the SendMessage benchmark
+/// Under a steady write load, memory the server frees stays unused for more than a second
+/// before it is needed again; with the default delay it went back to the OS and was faulted
+/// in again, 2 MiB huge pages zeroed each time: about a thousand faults a second and 2.5 % of
+/// the CPU under the SendMessage benchmark, against a few dozen a second with ten seconds
 /// (docs/performance.md). After a burst the memory is still given back, ten seconds later.
 pub fn keep_freed_memory_longer() {
     if std::env::var_os(PURGE_DELAY_VAR).is_some() {
