@@ -1,6 +1,6 @@
 //! Settings of the binary's allocator (mimalloc, set in `main.rs`).
 
-use libmimalloc_sys::{mi_option_get, mi_option_set, mi_option_t};
+use libmimalloc_sys::{mi_option_set, mi_option_t};
 
 /// `mi_option_purge_delay` in mimalloc.h (v3): how long, in milliseconds, memory mimalloc no
 /// longer uses stays with the process before it is given back to the OS (default 1,000).
@@ -30,18 +30,19 @@ pub fn keep_freed_memory_longer() {
     }
 }
 
-/// The purge delay mimalloc works with now, in milliseconds.
-pub fn purge_delay_ms() -> std::os::raw::c_long {
-    // SAFETY: reads one of mimalloc's global options.
-    #[allow(unsafe_code)]
-    unsafe {
-        mi_option_get(PURGE_DELAY)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use libmimalloc_sys::mi_option_get;
+
+    /// The purge delay mimalloc works with now, in milliseconds.
+    fn purge_delay_ms() -> std::os::raw::c_long {
+        // SAFETY: reads one of mimalloc's global options.
+        #[allow(unsafe_code)]
+        unsafe {
+            mi_option_get(PURGE_DELAY)
+        }
+    }
 
     #[test]
     fn the_option_set_is_the_purge_delay() {
