@@ -3,24 +3,29 @@
 //! answered or can read it), with exactly the contract of the DynamoDB adapter.
 //!
 //! Every write goes through one writer thread ([`writer`]) that applies the writes queued
-//! together in one redb transaction and makes it durable once (group commit). Each write's
-//! conditions (version, message ids, inbox items, leases) are checked before it writes
-//! anything, so one refused write leaves nothing in the shared transaction: a commit stands
+//! together as one group and makes it durable once (group commit): in the write-ahead log,
+//! and in memory ([`memtable`]) where readers find it; once a second the groups held in memory
+//! are written into the redb file in one transaction (a checkpoint) by a thread of their own.
+//! Each write's conditions (version, message ids, inbox items, leases) are checked before it
+//! writes anything, so one refused write leaves nothing in the shared group: a commit stands
 //! or falls whole, the same all-or-nothing the DynamoDB adapter gets from
 //! `TransactWriteItems`, with conditions judged against the state before the commit.
 //!
-//! The writer thread does only B-tree work: documents are encoded, and the conditions that
+//! The writer thread does only the rows' work: documents are encoded, and the conditions that
 //! follow from the version (states, roles: a task at the version the caller read *is* the
 //! task the caller read) are judged, on the caller's thread. Reads run on the caller's thread
-//! too (a read of cached pages takes microseconds, less than a hand-off to another thread).
-//! The size rules of `task_store::limits` apply unchanged, so a task that works here works on
-//! AWS.
+//! too (a read of memory or cached pages takes microseconds, less than a hand-off to another
+//! thread). The size rules of `task_store::limits` apply unchanged, so a task that works here
+//! works on AWS.
 
 mod logged;
+mod memtable;
 mod wal;
 mod writer;
 
+use std::borrow::Borrow;
 use std::collections::HashSet;
+use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -29,10 +34,9 @@ use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Duration, Utc};
-use logged::{Journal, Logged};
-use redb::{
-    Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle, WriteTransaction,
-};
+use logged::{Disk, Journal, Logged, Sink};
+use memtable::{Compare, Found, Layer, Lookup, MemTable, Merged};
+use redb::{Database, Key, TableDefinition, TableHandle, Value, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use task_store::limits::{self, EncodedChange};
 use task_store::{
@@ -42,37 +46,82 @@ use task_store::{
 };
 use writer::backend;
 
+/// A table: its tag (its place in every layer, and in the write-ahead log's records) and
+/// its definition in the redb file.
+pub(crate) struct Def<K: Key + 'static, V: Value + 'static> {
+    pub(crate) tag: usize,
+    pub(crate) table: TableDefinition<'static, K, V>,
+}
+
+impl<K: Key + 'static, V: Value + 'static> Clone for Def<K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K: Key + 'static, V: Value + 'static> Copy for Def<K, V> {}
+
+impl<K: Key + 'static, V: Value + 'static> Def<K, V> {
+    pub(crate) const fn new(tag: usize, name: &'static str) -> Self {
+        Self {
+            tag,
+            table: TableDefinition::new(name),
+        }
+    }
+
+    fn compare(self) -> Compare {
+        K::compare
+    }
+}
+
 /// Task id → the task document (`TaskRecord` JSON).
-const TASKS: TableDefinition<&str, &str> = TableDefinition::new("task_records");
+const TASKS: Def<&str, &str> = Def::new(0, "task_records");
 /// Task id → (version, terminal, events, history messages, transcript entries, artifact ids
 /// as a JSON array): what the writer checks and counts, without parsing the document.
-const META: TableDefinition<&str, (u64, bool, u64, u64, u64, &str)> =
-    TableDefinition::new("task_counters");
+const META: Def<&str, (u64, bool, u64, u64, u64, &str)> = Def::new(1, "task_counters");
 /// (task, seq) → event.
-const EVENTS: TableDefinition<(&str, u64), &str> = TableDefinition::new("events");
+const EVENTS: Def<(&str, u64), &str> = Def::new(2, "events");
 /// (task, n) → history message.
-const HISTORY: TableDefinition<(&str, u64), &str> = TableDefinition::new("history");
+const HISTORY: Def<(&str, u64), &str> = Def::new(3, "history");
 /// (task, n) → transcript entry.
-const TRANSCRIPT: TableDefinition<(&str, u64), &str> = TableDefinition::new("transcript");
+const TRANSCRIPT: Def<(&str, u64), &str> = Def::new(4, "transcript");
 /// (task, artifact id) → artifact.
-const ARTIFACTS: TableDefinition<(&str, &str), &str> = TableDefinition::new("artifacts");
+const ARTIFACTS: Def<(&str, &str), &str> = Def::new(5, "artifacts");
 /// (task, message id): the message ids a task received.
-const MESSAGE_IDS: TableDefinition<(&str, &str), ()> = TableDefinition::new("message_ids");
+const MESSAGE_IDS: Def<(&str, &str), ()> = Def::new(6, "message_ids");
 /// (task, seconds, nanos, message id) → (sender, message).
-const INBOX: TableDefinition<(&str, i64, u32, &str), (&str, &str)> =
-    TableDefinition::new("inbox_items");
+const INBOX: Def<(&str, i64, u32, &str), (&str, &str)> = Def::new(7, "inbox_items");
 /// (task, seconds, nanos, message id) → audit entry.
-const AUDIT: TableDefinition<(&str, i64, u32, &str), &str> = TableDefinition::new("audit");
+const AUDIT: Def<(&str, i64, u32, &str), &str> = Def::new(8, "audit");
 /// (task, config id) → push config.
-const PUSH: TableDefinition<(&str, &str), &str> = TableDefinition::new("push_configs");
+const PUSH: Def<(&str, &str), &str> = Def::new(9, "push_configs");
 /// Task id → lease.
-const LEASES: TableDefinition<&str, &str> = TableDefinition::new("leases");
+const LEASES: Def<&str, &str> = Def::new(10, "leases");
 /// (participant, status seconds, status nanos, task id): ListTasks' index.
-const INDEX: TableDefinition<(&str, i64, u32, &str), ()> =
-    TableDefinition::new("participant_index");
+const INDEX: Def<(&str, i64, u32, &str), ()> = Def::new(11, "participant_index");
+/// How many tables there are; the tags are 0 to `TABLES - 1`.
+pub(crate) const TABLES: usize = 12;
 /// Tables of earlier file layouts (task documents with their counters inside; counters
 /// without the transcript's), which this version does not read.
 const OLD_LAYOUT_TABLES: &[&str] = &["tasks", "inbox", "task_meta"];
+
+/// Each table's key order, by tag.
+pub(crate) fn compares() -> [Compare; TABLES] {
+    [
+        TASKS.compare(),
+        META.compare(),
+        EVENTS.compare(),
+        HISTORY.compare(),
+        TRANSCRIPT.compare(),
+        ARTIFACTS.compare(),
+        MESSAGE_IDS.compare(),
+        INBOX.compare(),
+        AUDIT.compare(),
+        PUSH.compare(),
+        LEASES.compare(),
+        INDEX.compare(),
+    ]
+}
 
 #[derive(Serialize, Deserialize)]
 struct LeaseDoc {
@@ -81,22 +130,21 @@ struct LeaseDoc {
     expires_at: DateTime<Utc>,
 }
 
-/// Every table of the store, opened in one write transaction (the writer opens them once per
-/// transaction and runs all the jobs of its batch on them). Writes go through [`Logged`], so
-/// the writer can put them in the write-ahead log.
-pub(crate) struct Tables<'t> {
-    tasks: Logged<'t, &'static str, &'static str>,
-    meta: Logged<'t, &'static str, Counters>,
-    events: Logged<'t, (&'static str, u64), &'static str>,
-    history: Logged<'t, (&'static str, u64), &'static str>,
-    transcript: Logged<'t, (&'static str, u64), &'static str>,
-    artifacts: Logged<'t, (&'static str, &'static str), &'static str>,
-    message_ids: Logged<'t, (&'static str, &'static str), ()>,
-    inbox: Logged<'t, TimedKey, (&'static str, &'static str)>,
-    audit: Logged<'t, TimedKey, &'static str>,
-    push: Logged<'t, (&'static str, &'static str), &'static str>,
-    leases: Logged<'t, &'static str, &'static str>,
-    index: Logged<'t, TimedKey, ()>,
+/// Every table as the writer's jobs see them: the layers, then the file ([`Logged`]), all
+/// writes going into the active layer and the write-ahead log.
+pub(crate) struct Tables<'a> {
+    tasks: Logged<'a, &'static str, &'static str>,
+    meta: Logged<'a, &'static str, Counters>,
+    events: Logged<'a, (&'static str, u64), &'static str>,
+    history: Logged<'a, (&'static str, u64), &'static str>,
+    transcript: Logged<'a, (&'static str, u64), &'static str>,
+    artifacts: Logged<'a, (&'static str, &'static str), &'static str>,
+    message_ids: Logged<'a, (&'static str, &'static str), ()>,
+    inbox: Logged<'a, TimedKey, (&'static str, &'static str)>,
+    audit: Logged<'a, TimedKey, &'static str>,
+    push: Logged<'a, (&'static str, &'static str), &'static str>,
+    leases: Logged<'a, &'static str, &'static str>,
+    index: Logged<'a, TimedKey, ()>,
 }
 
 /// (version, terminal, events, history messages, transcript entries, artifact ids as JSON).
@@ -104,28 +152,64 @@ type Counters = (u64, bool, u64, u64, u64, &'static str);
 /// (task or participant, seconds, nanoseconds, message or task id).
 type TimedKey = (&'static str, i64, u32, &'static str);
 
-impl<'t> Tables<'t> {
-    /// Opens (creating if needed) every table in `txn`.
-    pub(crate) fn open(txn: &'t WriteTransaction) -> Result<Self, redb::TableError> {
-        Ok(Self {
-            tasks: Logged::new(txn.open_table(TASKS)?),
-            meta: Logged::new(txn.open_table(META)?),
-            events: Logged::new(txn.open_table(EVENTS)?),
-            history: Logged::new(txn.open_table(HISTORY)?),
-            transcript: Logged::new(txn.open_table(TRANSCRIPT)?),
-            artifacts: Logged::new(txn.open_table(ARTIFACTS)?),
-            message_ids: Logged::new(txn.open_table(MESSAGE_IDS)?),
-            inbox: Logged::new(txn.open_table(INBOX)?),
-            audit: Logged::new(txn.open_table(AUDIT)?),
-            push: Logged::new(txn.open_table(PUSH)?),
-            leases: Logged::new(txn.open_table(LEASES)?),
-            index: Logged::new(txn.open_table(INDEX)?),
-        })
+// The tables below are listed in the order of their tags.
+const _: () = assert!(
+    TASKS.tag == 0
+        && META.tag == 1
+        && EVENTS.tag == 2
+        && HISTORY.tag == 3
+        && TRANSCRIPT.tag == 4
+        && ARTIFACTS.tag == 5
+        && MESSAGE_IDS.tag == 6
+        && INBOX.tag == 7
+        && AUDIT.tag == 8
+        && PUSH.tag == 9
+        && LEASES.tag == 10
+        && INDEX.tag == 11
+);
+
+impl<'a> Tables<'a> {
+    /// The tables of group `seq`: writes go into `active`, reads see `active`, then
+    /// `frozen`, then the file.
+    pub(crate) fn new(
+        active: &'a mut [MemTable; TABLES],
+        frozen: Option<&'a [MemTable; TABLES]>,
+        disk: &'a Disk<'a>,
+        seq: u64,
+    ) -> Self {
+        let [
+            tasks,
+            meta,
+            events,
+            history,
+            transcript,
+            artifacts,
+            message_ids,
+            inbox,
+            audit,
+            push,
+            leases,
+            index,
+        ] = active;
+        let older = |tag: usize| frozen.map(|f| &f[tag]);
+        Self {
+            tasks: Logged::new(TASKS, tasks, older(TASKS.tag), disk, seq),
+            meta: Logged::new(META, meta, older(META.tag), disk, seq),
+            events: Logged::new(EVENTS, events, older(EVENTS.tag), disk, seq),
+            history: Logged::new(HISTORY, history, older(HISTORY.tag), disk, seq),
+            transcript: Logged::new(TRANSCRIPT, transcript, older(TRANSCRIPT.tag), disk, seq),
+            artifacts: Logged::new(ARTIFACTS, artifacts, older(ARTIFACTS.tag), disk, seq),
+            message_ids: Logged::new(MESSAGE_IDS, message_ids, older(MESSAGE_IDS.tag), disk, seq),
+            inbox: Logged::new(INBOX, inbox, older(INBOX.tag), disk, seq),
+            audit: Logged::new(AUDIT, audit, older(AUDIT.tag), disk, seq),
+            push: Logged::new(PUSH, push, older(PUSH.tag), disk, seq),
+            leases: Logged::new(LEASES, leases, older(LEASES.tag), disk, seq),
+            index: Logged::new(INDEX, index, older(INDEX.tag), disk, seq),
+        }
     }
 
-    /// The tables in a fixed order: a table's place is its tag in the write-ahead log, so
-    /// new tables go at the end.
-    fn journals(&mut self) -> [&mut dyn Journal; 12] {
+    /// The tables in the order of their tags.
+    fn journals(&mut self) -> [&mut dyn Journal; TABLES] {
         [
             &mut self.tasks,
             &mut self.meta,
@@ -158,19 +242,193 @@ impl<'t> Tables<'t> {
         }
         payload
     }
+}
 
-    /// Repeats the writes of a payload [`take_writes`](Self::take_writes) gave.
-    pub(crate) fn replay(&mut self, mut payload: &[u8]) -> Result<(), logged::ReplayError> {
-        while let Some((&tag, rest)) = payload.split_first() {
-            let (ops, rest) = logged::take_bytes(rest)?;
-            let mut journals = self.journals();
-            let table = journals
-                .get_mut(usize::from(tag))
-                .ok_or_else(|| logged::ReplayError::Malformed(format!("unknown table {tag}")))?;
-            table.replay(ops)?;
-            payload = rest;
+/// The (tag, op list) parts of a payload [`Tables::take_writes`] gave.
+fn payload_parts(
+    mut payload: &[u8],
+) -> impl Iterator<Item = Result<(usize, &[u8]), logged::ReplayError>> {
+    std::iter::from_fn(move || {
+        let (&tag, rest) = payload.split_first()?;
+        match logged::take_bytes(rest) {
+            Ok((ops, rest)) if usize::from(tag) < TABLES => {
+                payload = rest;
+                Some(Ok((usize::from(tag), ops)))
+            }
+            Ok(_) => {
+                payload = &[];
+                Some(Err(logged::ReplayError::Malformed(format!(
+                    "unknown table {tag}"
+                ))))
+            }
+            Err(err) => {
+                payload = &[];
+                Some(Err(err))
+            }
+        }
+    })
+}
+
+/// Forgets what group `seq` wrote into `active` by `payload` (the group did not become
+/// durable).
+pub(crate) fn undo_writes(active: &mut [MemTable; TABLES], seq: u64, payload: &[u8]) {
+    for (tag, ops) in payload_parts(payload).map_while(Result::ok) {
+        logged::undo(&mut active[tag], seq, ops);
+    }
+}
+
+/// Every table of the file, opened in a write transaction: what a checkpoint writes a layer
+/// into and what opening the store replays the log onto.
+pub(crate) struct FileTables<'t> {
+    tasks: redb::Table<'t, &'static str, &'static str>,
+    meta: redb::Table<'t, &'static str, Counters>,
+    events: redb::Table<'t, (&'static str, u64), &'static str>,
+    history: redb::Table<'t, (&'static str, u64), &'static str>,
+    transcript: redb::Table<'t, (&'static str, u64), &'static str>,
+    artifacts: redb::Table<'t, (&'static str, &'static str), &'static str>,
+    message_ids: redb::Table<'t, (&'static str, &'static str), ()>,
+    inbox: redb::Table<'t, TimedKey, (&'static str, &'static str)>,
+    audit: redb::Table<'t, TimedKey, &'static str>,
+    push: redb::Table<'t, (&'static str, &'static str), &'static str>,
+    leases: redb::Table<'t, &'static str, &'static str>,
+    index: redb::Table<'t, TimedKey, ()>,
+}
+
+impl<'t> FileTables<'t> {
+    /// Opens (creating if needed) every table in `txn`.
+    pub(crate) fn open(txn: &'t WriteTransaction) -> Result<Self, redb::TableError> {
+        Ok(Self {
+            tasks: txn.open_table(TASKS.table)?,
+            meta: txn.open_table(META.table)?,
+            events: txn.open_table(EVENTS.table)?,
+            history: txn.open_table(HISTORY.table)?,
+            transcript: txn.open_table(TRANSCRIPT.table)?,
+            artifacts: txn.open_table(ARTIFACTS.table)?,
+            message_ids: txn.open_table(MESSAGE_IDS.table)?,
+            inbox: txn.open_table(INBOX.table)?,
+            audit: txn.open_table(AUDIT.table)?,
+            push: txn.open_table(PUSH.table)?,
+            leases: txn.open_table(LEASES.table)?,
+            index: txn.open_table(INDEX.table)?,
+        })
+    }
+
+    /// The tables in the order of their tags.
+    fn sinks(&mut self) -> [&mut dyn Sink; TABLES] {
+        [
+            &mut self.tasks,
+            &mut self.meta,
+            &mut self.events,
+            &mut self.history,
+            &mut self.transcript,
+            &mut self.artifacts,
+            &mut self.message_ids,
+            &mut self.inbox,
+            &mut self.audit,
+            &mut self.push,
+            &mut self.leases,
+            &mut self.index,
+        ]
+    }
+
+    /// Repeats the writes of a payload [`Tables::take_writes`] gave.
+    pub(crate) fn replay(&mut self, payload: &[u8]) -> Result<(), logged::ReplayError> {
+        for part in payload_parts(payload) {
+            let (tag, ops) = part?;
+            let sinks = self.sinks();
+            logged::replay(sinks[tag], ops)?;
         }
         Ok(())
+    }
+
+    /// Writes what a layer leaves of every row it holds (its newest version of each).
+    pub(crate) fn write_layer(
+        &mut self,
+        layer: &[MemTable; TABLES],
+    ) -> Result<(), redb::StorageError> {
+        for (sink, rows) in self.sinks().into_iter().zip(layer) {
+            for (key, value) in rows.newest_rows() {
+                sink.put(key, value)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a reader reads: the groups published when it began, in the layers and the file.
+pub(crate) struct Snapshot {
+    /// The last group it sees.
+    pub(crate) upto: u64,
+    /// The active layer, then the frozen one if there is one.
+    pub(crate) layers: Vec<Arc<Layer>>,
+    pub(crate) txn: redb::ReadTransaction,
+}
+
+impl Snapshot {
+    fn table<K: Key + 'static, V: Value + 'static>(
+        &self,
+        def: Def<K, V>,
+    ) -> StoreResult<Reader<'_, K, V>> {
+        Ok(Reader {
+            snapshot: self,
+            def,
+            file: self.txn.open_table(def.table).map_err(backend)?,
+        })
+    }
+}
+
+/// One table as a [`Snapshot`] sees it.
+struct Reader<'s, K: Key + 'static, V: Value + 'static> {
+    snapshot: &'s Snapshot,
+    def: Def<K, V>,
+    file: redb::ReadOnlyTable<K, V>,
+}
+
+impl<K: Key + 'static, V: Value + 'static> Reader<'_, K, V> {
+    fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> StoreResult<Option<Found<V>>> {
+        let bytes = K::as_bytes(key.borrow());
+        for layer in &self.snapshot.layers {
+            let rows = layer.read();
+            match rows[self.def.tag].visible(bytes.as_ref(), self.snapshot.upto) {
+                Lookup::Value(value) => return Ok(Some(Found::Memory(value.clone()))),
+                Lookup::Deleted => return Ok(None),
+                Lookup::Absent => {}
+            }
+        }
+        Ok(self
+            .file
+            .get(key.borrow())
+            .map_err(backend)?
+            .map(Found::Disk))
+    }
+
+    /// The rows of a range in key order, or in reverse.
+    fn range<'k, KR: Borrow<K::SelfType<'k>>>(
+        &self,
+        range: impl RangeBounds<KR>,
+        reverse: bool,
+    ) -> StoreResult<Merged<K, V>> {
+        let encode = |bound: Bound<&KR>| bound.map(|k| K::as_bytes(k.borrow()).as_ref().to_vec());
+        let (lower, upper) = (encode(range.start_bound()), encode(range.end_bound()));
+        let mut rows = Vec::new();
+        for layer in self.snapshot.layers.iter().rev() {
+            let newer = layer.read()[self.def.tag].range(
+                lower.as_ref().map(Vec::as_slice),
+                upper.as_ref().map(Vec::as_slice),
+                self.snapshot.upto,
+            );
+            rows = memtable::overlay(newer, rows, K::compare);
+        }
+        let file = self
+            .file
+            .range::<KR>((range.start_bound(), range.end_bound()))
+            .map_err(backend)?;
+        let file: Box<dyn Iterator<Item = _>> = if reverse {
+            Box::new(file.rev())
+        } else {
+            Box::new(file)
+        };
+        Ok(Merged::new(rows, file, reverse))
     }
 }
 
@@ -179,6 +437,8 @@ impl<'t> Tables<'t> {
 #[derive(Clone)]
 pub struct EmbeddedStore {
     db: Arc<Database>,
+    /// What readers see: the published groups, in memory and in the file.
+    view: Arc<writer::View>,
     writer: Arc<writer::Writer>,
     /// Every task that has had a push config since the file was opened (redb locks the file,
     /// so no other process writes configs). A config's task is added when its write is
@@ -200,18 +460,26 @@ fn parse<T: for<'de> Deserialize<'de>>(what: &str, text: &str) -> StoreResult<T>
 
 /// How many groups of writes the write-ahead log beside the database file at `path` holds:
 /// those committed since the last checkpoint, which the next opening replays unless the store
-/// was closed cleanly (closing checkpoints). For operators and tests; it reads the log only.
+/// was closed cleanly (closing checkpoints). While the store is open, a log whose checkpoint is
+/// being written still counts. For operators and tests; it reads the log only.
 pub fn groups_in_log(path: impl AsRef<Path>) -> StoreResult<usize> {
-    Ok(wal::Wal::peek(&wal_path(path.as_ref()))
-        .map_err(backend)?
-        .len())
+    let mut groups = 0;
+    for log in wal_paths(path.as_ref()) {
+        groups += wal::Wal::peek(&log).map_err(backend)?.len();
+    }
+    Ok(groups)
 }
 
-/// The write-ahead log of the store at `path`: beside it, its name with `.wal` appended.
-fn wal_path(path: &Path) -> std::path::PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".wal");
-    path.with_file_name(name)
+/// The write-ahead log of the store at `path`: two files beside it, its name with `.wal`
+/// and `.wal2` appended. Groups go to one until its groups are checkpointed, then to the
+/// other while the checkpoint is written.
+fn wal_paths(path: &Path) -> [std::path::PathBuf; 2] {
+    ["wal", "wal2"].map(|ext| {
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(".");
+        name.push(ext);
+        path.with_file_name(name)
+    })
 }
 
 /// (seconds, nanoseconds) of an instant: an order-preserving key for any representable time.
@@ -219,11 +487,44 @@ fn time_key(t: DateTime<Utc>) -> (i64, u32) {
     (t.timestamp(), t.timestamp_subsec_nanos())
 }
 
+/// How the store runs; [`Options::default`] is what [`EmbeddedStore::open`] uses.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How long writes stay in memory (and in the write-ahead log) at most before they are
+    /// written into the file (a checkpoint, one redb transaction for all of them). Longer
+    /// means fewer, bigger checkpoints, more memory and a longer replay after a crash;
+    /// `Duration::ZERO` checkpoints after every group (for tests: rows are then read from the
+    /// file and the layers at once).
+    pub checkpoint_interval: std::time::Duration,
+    /// The memory redb may keep of the file's pages (its read cache and write buffer). The
+    /// writes of the last second or two are in memory anyway, in the layers; redb's default of
+    /// 1 GiB made the process grow by the file's growth until it had that much (and cost
+    /// the page faults of fresh memory all along: a tenth of the CPU under a load of new tasks).
+    pub cache_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            checkpoint_interval: std::time::Duration::from_secs(1),
+            cache_bytes: 64 << 20,
+        }
+    }
+}
+
 impl EmbeddedStore {
     /// Opens the store at `path`, creating it if needed.
     pub fn open(path: impl AsRef<Path>) -> StoreResult<Self> {
+        Self::open_with(path, Options::default())
+    }
+
+    /// Opens the store at `path` with `options`, creating it if needed.
+    pub fn open_with(path: impl AsRef<Path>, options: Options) -> StoreResult<Self> {
         let path = path.as_ref();
-        let db = Database::create(path).map_err(backend)?;
+        let db = Database::builder()
+            .set_cache_size(options.cache_bytes)
+            .create(path)
+            .map_err(backend)?;
         let txn = db.begin_write().map_err(backend)?;
         if let Some(old) = txn
             .list_tables()
@@ -238,26 +539,31 @@ impl EmbeddedStore {
             )));
         }
         // Create every table up front, so readers never meet a missing one.
-        drop(Tables::open(&txn).map_err(backend)?);
+        drop(FileTables::open(&txn).map_err(backend)?);
         txn.commit().map_err(backend)?;
-        let log = writer::Log::recover(&db, &wal_path(path))?;
+        let (log, spare) = writer::Log::recover(&db, &wal_paths(path))?;
         let db = Arc::new(db);
+        let view = Arc::new(writer::View::new(log.last_group()));
         let push_tasks = Arc::new(RwLock::new(tasks_with_push_configs(&db)?));
-        let writer = Arc::new(writer::Writer::start(db.clone(), log)?);
+        let writer = Arc::new(writer::Writer::start(
+            db.clone(),
+            view.clone(),
+            log,
+            spare,
+            options.checkpoint_interval,
+        )?);
         Ok(Self {
             db,
+            view,
             writer,
             push_tasks,
         })
     }
 
-    /// Runs read-only work on the last committed state, on the caller's thread.
-    fn read<T>(
-        &self,
-        work: impl FnOnce(&redb::ReadTransaction) -> StoreResult<T>,
-    ) -> StoreResult<T> {
-        let txn = self.db.begin_read().map_err(backend)?;
-        work(&txn)
+    /// Runs read-only work on the published state, on the caller's thread.
+    fn read<T>(&self, work: impl FnOnce(&Snapshot) -> StoreResult<T>) -> StoreResult<T> {
+        let snapshot = self.view.snapshot(&self.db)?;
+        work(&snapshot)
     }
 }
 
@@ -619,16 +925,15 @@ fn apply_task(tables: &mut Tables, change: PreparedTask) -> StoreResult<Committe
 // Reads
 // ---------------------------------------------------------------------------------------------
 
-fn read_task(txn: &redb::ReadTransaction, task_id: &str) -> StoreResult<Option<StoredTask>> {
-    let meta = txn.open_table(META).map_err(backend)?;
-    let Some(found) = meta.get(task_id).map_err(backend)? else {
+fn read_task(snapshot: &Snapshot, task_id: &str) -> StoreResult<Option<StoredTask>> {
+    let meta = snapshot.table(META)?;
+    let Some(found) = meta.get(task_id)? else {
         return Ok(None);
     };
     let (version, _, events, history, transcript, artifact_ids) = found.value();
-    let tasks = txn.open_table(TASKS).map_err(backend)?;
+    let tasks = snapshot.table(TASKS)?;
     let doc = tasks
-        .get(task_id)
-        .map_err(backend)?
+        .get(task_id)?
         .ok_or_else(|| corrupt("task", format!("{task_id} has counters but no document")))?;
     Ok(Some(StoredTask {
         record: parse("task", doc.value())?,
@@ -709,19 +1014,18 @@ impl TaskStore for EmbeddedStore {
     }
 
     async fn get(&self, task_id: &str) -> StoreResult<Option<StoredTask>> {
-        self.read(|txn| read_task(txn, task_id))
+        self.read(|snapshot| read_task(snapshot, task_id))
     }
 
     /// The counters table answers for the version; the document is read only if it moved.
     async fn get_newer(&self, task_id: &str, version: u64) -> StoreResult<Newer> {
-        self.read(|txn| {
-            let meta = txn.open_table(META).map_err(backend)?;
-            match meta.get(task_id).map_err(backend)? {
+        self.read(|snapshot| {
+            match snapshot.table(META)?.get(task_id)? {
                 None => return Ok(Newer::Missing),
                 Some(found) if found.value().0 == version => return Ok(Newer::Unchanged),
                 Some(_) => {}
             }
-            Ok(match read_task(txn, task_id)? {
+            Ok(match read_task(snapshot, task_id)? {
                 Some(task) => Newer::Changed(Box::new(task)),
                 None => Newer::Missing,
             })
@@ -734,11 +1038,10 @@ impl TaskStore for EmbeddedStore {
         from_seq: u64,
         limit: usize,
     ) -> StoreResult<Vec<StoredEvent>> {
-        self.read(|txn| {
-            let events = txn.open_table(EVENTS).map_err(backend)?;
-            events
-                .range((task_id, from_seq)..=(task_id, u64::MAX))
-                .map_err(backend)?
+        self.read(|snapshot| {
+            snapshot
+                .table(EVENTS)?
+                .range((task_id, from_seq)..=(task_id, u64::MAX), false)?
                 .take(limit)
                 .map(|entry| {
                     let (key, value) = entry.map_err(backend)?;
@@ -752,13 +1055,11 @@ impl TaskStore for EmbeddedStore {
     }
 
     async fn history(&self, task_id: &str, last: Option<usize>) -> StoreResult<Vec<Message>> {
-        self.read(|txn| {
-            let history = txn.open_table(HISTORY).map_err(backend)?;
-            let range = history
-                .range((task_id, 0)..=(task_id, u64::MAX))
-                .map_err(backend)?;
-            let mut newest_first: Vec<Message> = range
-                .rev()
+        self.read(|snapshot| {
+            let newest_first = snapshot
+                .table(HISTORY)?
+                .range((task_id, 0)..=(task_id, u64::MAX), true)?;
+            let mut newest_first: Vec<Message> = newest_first
                 .take(last.unwrap_or(usize::MAX))
                 .map(|entry| parse("message", entry.map_err(backend)?.1.value()))
                 .collect::<StoreResult<_>>()?;
@@ -768,31 +1069,29 @@ impl TaskStore for EmbeddedStore {
     }
 
     async fn transcript(&self, task_id: &str, from: u64) -> StoreResult<Vec<serde_json::Value>> {
-        self.read(|txn| {
-            let transcript = txn.open_table(TRANSCRIPT).map_err(backend)?;
-            transcript
-                .range((task_id, from)..=(task_id, u64::MAX))
-                .map_err(backend)?
+        self.read(|snapshot| {
+            snapshot
+                .table(TRANSCRIPT)?
+                .range((task_id, from)..=(task_id, u64::MAX), false)?
                 .map(|entry| parse("transcript entry", entry.map_err(backend)?.1.value()))
                 .collect()
         })
     }
 
     async fn artifacts(&self, task_id: &str) -> StoreResult<Vec<Artifact>> {
-        self.read(|txn| {
-            let meta = txn.open_table(META).map_err(backend)?;
-            let Some(found) = meta.get(task_id).map_err(backend)? else {
+        self.read(|snapshot| {
+            let Some(found) = snapshot.table(META)?.get(task_id)? else {
                 return Ok(Vec::new());
             };
             let order: Vec<String> = parse("artifact ids", found.value().5)?;
-            let artifacts = txn.open_table(ARTIFACTS).map_err(backend)?;
+            let artifacts = snapshot.table(ARTIFACTS)?;
             order
                 .iter()
                 .filter_map(
                     |artifact_id| match artifacts.get((task_id, artifact_id.as_str())) {
                         Ok(Some(v)) => Some(parse("artifact", v.value())),
                         Ok(None) => None,
-                        Err(e) => Some(Err(backend(e))),
+                        Err(e) => Some(Err(e)),
                     },
                 )
                 .collect()
@@ -800,11 +1099,13 @@ impl TaskStore for EmbeddedStore {
     }
 
     async fn audit(&self, task_id: &str) -> StoreResult<Vec<AuditEntry>> {
-        self.read(|txn| {
-            let audit = txn.open_table(AUDIT).map_err(backend)?;
-            audit
-                .range((task_id, i64::MIN, 0, "")..(task_id, i64::MAX, 0, ""))
-                .map_err(backend)?
+        self.read(|snapshot| {
+            snapshot
+                .table(AUDIT)?
+                .range(
+                    (task_id, i64::MIN, 0, "")..(task_id, i64::MAX, 0, ""),
+                    false,
+                )?
                 .map(|entry| parse("audit entry", entry.map_err(backend)?.1.value()))
                 .collect()
         })
@@ -812,20 +1113,19 @@ impl TaskStore for EmbeddedStore {
 
     async fn list(&self, participant_id: &str, query: &ListQuery) -> StoreResult<TaskPage> {
         let after = query.page_token.as_deref().map(decode_token).transpose()?;
-        self.read(|txn| {
-            let index = txn.open_table(INDEX).map_err(backend)?;
+        self.read(|snapshot| {
             let p = participant_id;
-            let entries = index
-                .range((p, i64::MIN, 0, "")..(p, i64::MAX, 0, ""))
-                .map_err(backend)?;
+            let entries = snapshot
+                .table(INDEX)?
+                .range((p, i64::MIN, 0, "")..(p, i64::MAX, 0, ""), true)?;
             let mut page = Vec::new();
             let mut total = 0;
             let mut last_key = None;
             let mut more = false;
-            for entry in entries.rev() {
+            for entry in entries {
                 let (key, _) = entry.map_err(backend)?;
                 let (_, secs, nanos, task_id) = key.value();
-                let Some(task) = read_task(txn, task_id)? else {
+                let Some(task) = read_task(snapshot, task_id)? else {
                     continue;
                 };
                 if !matches(query, &task.record) {
@@ -878,11 +1178,13 @@ impl InboxStore for EmbeddedStore {
     }
 
     async fn inbox(&self, task_id: &str) -> StoreResult<Vec<InboxItem>> {
-        self.read(|txn| {
-            let inbox = txn.open_table(INBOX).map_err(backend)?;
-            inbox
-                .range((task_id, i64::MIN, 0, "")..(task_id, i64::MAX, 0, ""))
-                .map_err(backend)?
+        self.read(|snapshot| {
+            snapshot
+                .table(INBOX)?
+                .range(
+                    (task_id, i64::MIN, 0, "")..(task_id, i64::MAX, 0, ""),
+                    false,
+                )?
                 .map(|entry| {
                     let (key, value) = entry.map_err(backend)?;
                     let (_, secs, nanos, message_id) = key.value();
@@ -1002,10 +1304,9 @@ impl LeaseStore for EmbeddedStore {
     }
 
     async fn expired_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<Vec<String>> {
-        self.read(|txn| {
-            let leases = txn.open_table(LEASES).map_err(backend)?;
+        self.read(|snapshot| {
             let mut expired = Vec::new();
-            for entry in leases.iter().map_err(backend)? {
+            for entry in snapshot.table(LEASES)?.range::<&str>(.., false)? {
                 let (task, doc) = entry.map_err(backend)?;
                 let doc: LeaseDoc = parse("lease", doc.value())?;
                 if doc.expires_at < now {
@@ -1063,18 +1364,16 @@ impl PushConfigStore for EmbeddedStore {
         task_id: &str,
         config_id: &str,
     ) -> StoreResult<Option<PushConfig>> {
-        self.read(|txn| {
-            let push = txn.open_table(PUSH).map_err(backend)?;
-            let doc = push.get((task_id, config_id)).map_err(backend)?;
+        self.read(|snapshot| {
+            let doc = snapshot.table(PUSH)?.get((task_id, config_id))?;
             doc.map(|d| parse("push config", d.value())).transpose()
         })
     }
 
     async fn list_push_configs(&self, task_id: &str) -> StoreResult<Vec<PushConfig>> {
-        self.read(|txn| {
-            let push = txn.open_table(PUSH).map_err(backend)?;
+        self.read(|snapshot| {
             let mut configs = Vec::new();
-            for entry in push.range((task_id, "")..).map_err(backend)? {
+            for entry in snapshot.table(PUSH)?.range((task_id, "").., false)? {
                 let (key, value) = entry.map_err(backend)?;
                 if key.value().0 != task_id {
                     break;
@@ -1111,8 +1410,9 @@ impl PushConfigStore for EmbeddedStore {
 
 /// The tasks the file holds push configs of.
 fn tasks_with_push_configs(db: &Database) -> StoreResult<HashSet<String>> {
+    use redb::{ReadableDatabase, ReadableTable};
     let txn = db.begin_read().map_err(backend)?;
-    let push = txn.open_table(PUSH).map_err(backend)?;
+    let push = txn.open_table(PUSH.table).map_err(backend)?;
     let mut tasks = HashSet::new();
     for entry in push.iter().map_err(backend)? {
         let (key, _) = entry.map_err(backend)?;

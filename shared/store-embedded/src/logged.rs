@@ -1,31 +1,104 @@
-//! A redb table whose writes are also written down, for the write-ahead log ([`crate::wal`]).
+//! The writer's view of a table: reads see every layer and the file, writes go into the
+//! active layer ([`crate::memtable`]) and are written down for the write-ahead log
+//! ([`crate::wal`]).
 //!
-//! The writer's jobs write through [`Logged::insert`] and [`Logged::remove`]; each appends the
-//! key and value bytes (redb's own encoding of them) to the table's op list. Reads go to the
-//! table itself (`Deref`); there is no `DerefMut`, so a write cannot bypass the list. Replaying
-//! a list on the same table in another transaction decodes the bytes and repeats the writes in
-//! order, which leaves the table as the original writes left it.
+//! The writer's jobs write through [`Logged::insert`] and [`Logged::remove`]; each records
+//! the write in the active layer under the group's sequence, and appends the key and value
+//! bytes (redb's own encoding of them) to the table's op list. Replaying a list on the redb
+//! table ([`replay`]) decodes the bytes and repeats the writes in order, which leaves the
+//! table as the writes left the layer; the same lists tell which keys to forget of a group
+//! that did not become durable ([`undo`]).
 
 use std::borrow::Borrow;
-use std::ops::Deref;
+use std::cell::OnceCell;
 
-use redb::{Key, StorageError, Table, Value};
+use redb::{Key, ReadOnlyTable, ReadTransaction, ReadableDatabase, StorageError, Table, Value};
+
+use crate::Def;
+use crate::memtable::{Found, Lookup, MemTable};
 
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
 const FIRST_OPS_CAPACITY: usize = 4096;
 
-pub(crate) struct Logged<'t, K: Key + 'static, V: Value + 'static> {
-    table: Table<'t, K, V>,
+/// Where the writer's reads that no layer answers go: the file as last checkpointed,
+/// read in a transaction begun at the first such read of a group.
+pub(crate) struct Disk<'a> {
+    db: &'a redb::Database,
+    txn: OnceCell<Result<ReadTransaction, String>>,
+}
+
+impl<'a> Disk<'a> {
+    pub(crate) fn new(db: &'a redb::Database) -> Self {
+        Self {
+            db,
+            txn: OnceCell::new(),
+        }
+    }
+
+    fn txn(&self) -> Result<&ReadTransaction, String> {
+        self.txn
+            .get_or_init(|| self.db.begin_read().map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+pub(crate) struct Logged<'a, K: Key + 'static, V: Value + 'static> {
+    def: Def<K, V>,
+    /// The active layer's rows of the table (the writer holds the layer for the group).
+    mem: &'a mut MemTable,
+    /// The frozen layer's, while one is being checkpointed.
+    older: Option<&'a MemTable>,
+    disk: &'a Disk<'a>,
+    table: OnceCell<Result<ReadOnlyTable<K, V>, String>>,
+    /// The group the writes belong to.
+    seq: u64,
     ops: Vec<u8>,
 }
 
-impl<'t, K: Key + 'static, V: Value + 'static> Logged<'t, K, V> {
-    pub(crate) fn new(table: Table<'t, K, V>) -> Self {
+impl<'a, K: Key + 'static, V: Value + 'static> Logged<'a, K, V> {
+    pub(crate) fn new(
+        def: Def<K, V>,
+        mem: &'a mut MemTable,
+        older: Option<&'a MemTable>,
+        disk: &'a Disk<'a>,
+        seq: u64,
+    ) -> Self {
         Self {
-            table,
+            def,
+            mem,
+            older,
+            disk,
+            table: OnceCell::new(),
+            seq,
             ops: Vec::new(),
         }
+    }
+
+    /// The row of `key` as the writer sees it: its newest version in a layer, else the file's.
+    pub(crate) fn get<'k>(
+        &self,
+        key: impl Borrow<K::SelfType<'k>>,
+    ) -> Result<Option<Found<V>>, String> {
+        let bytes = K::as_bytes(key.borrow());
+        for layer in std::iter::once(&*self.mem).chain(self.older) {
+            match layer.newest(bytes.as_ref()) {
+                Lookup::Value(value) => return Ok(Some(Found::Memory(value.clone()))),
+                Lookup::Deleted => return Ok(None),
+                Lookup::Absent => {}
+            }
+        }
+        let table = self
+            .table
+            .get_or_init(|| {
+                let txn = self.disk.txn()?;
+                txn.open_table(self.def.table).map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(Clone::clone)?;
+        let found = table.get(key.borrow()).map_err(|e| e.to_string())?;
+        Ok(found.map(Found::Disk))
     }
 
     pub(crate) fn insert<'k, 'v>(
@@ -33,10 +106,10 @@ impl<'t, K: Key + 'static, V: Value + 'static> Logged<'t, K, V> {
         key: impl Borrow<K::SelfType<'k>>,
         value: impl Borrow<V::SelfType<'v>>,
     ) -> Result<(), StorageError> {
-        self.table.insert(key.borrow(), value.borrow())?;
         let key = K::as_bytes(key.borrow());
         let value = V::as_bytes(value.borrow());
         let (key, value) = (key.as_ref(), value.as_ref());
+        self.mem.put(self.seq, key, Some(value));
         if self.ops.capacity() == 0 {
             // Most groups write a few KB to a table: one allocation, not a dozen regrowths.
             self.ops
@@ -52,9 +125,10 @@ impl<'t, K: Key + 'static, V: Value + 'static> Logged<'t, K, V> {
         &mut self,
         key: impl Borrow<K::SelfType<'k>>,
     ) -> Result<(), StorageError> {
-        self.table.remove(key.borrow())?;
+        let key = K::as_bytes(key.borrow());
+        self.mem.put(self.seq, key.as_ref(), None);
         self.ops.push(DELETE);
-        put_bytes(&mut self.ops, K::as_bytes(key.borrow()).as_ref());
+        put_bytes(&mut self.ops, key.as_ref());
         Ok(())
     }
 }
@@ -63,42 +137,71 @@ impl<'t, K: Key + 'static, V: Value + 'static> Logged<'t, K, V> {
 pub(crate) trait Journal {
     /// The writes since the last call (none if the table was not written).
     fn take_ops(&mut self) -> Vec<u8>;
-
-    /// Repeats the writes of `ops` (as [`take_ops`](Self::take_ops) gave them), unlogged.
-    fn replay(&mut self, ops: &[u8]) -> Result<(), ReplayError>;
 }
 
 impl<K: Key + 'static, V: Value + 'static> Journal for Logged<'_, K, V> {
     fn take_ops(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.ops)
     }
+}
 
-    fn replay(&mut self, mut ops: &[u8]) -> Result<(), ReplayError> {
-        while let Some((&kind, rest)) = ops.split_first() {
-            let (key, rest) = take_bytes(rest)?;
-            ops = match kind {
-                PUT => {
-                    let (value, rest) = take_bytes(rest)?;
-                    self.table
-                        .insert(K::from_bytes(key), V::from_bytes(value))?;
-                    rest
-                }
-                DELETE => {
-                    self.table.remove(K::from_bytes(key))?;
-                    rest
-                }
-                other => return Err(ReplayError::Malformed(format!("unknown op {other}"))),
-            };
+/// A redb table that takes encoded writes: what a checkpoint and a replay write into.
+pub(crate) trait Sink {
+    /// Writes `value` under `key`, or deletes `key` (`None`).
+    fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), StorageError>;
+}
+
+impl<K: Key + 'static, V: Value + 'static> Sink for Table<'_, K, V> {
+    fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), StorageError> {
+        match value {
+            Some(value) => {
+                self.insert(K::from_bytes(key), V::from_bytes(value))?;
+            }
+            None => {
+                self.remove(K::from_bytes(key))?;
+            }
         }
         Ok(())
     }
 }
 
-impl<'t, K: Key + 'static, V: Value + 'static> Deref for Logged<'t, K, V> {
-    type Target = Table<'t, K, V>;
+/// The writes of an op list, in order: (key, value), the value `None` for a delete.
+pub(crate) fn writes(
+    mut ops: &[u8],
+) -> impl Iterator<Item = Result<(&[u8], Option<&[u8]>), ReplayError>> {
+    std::iter::from_fn(move || {
+        let (&kind, rest) = ops.split_first()?;
+        let write = take_bytes(rest).and_then(|(key, rest)| match kind {
+            PUT => take_bytes(rest).map(|(value, rest)| ((key, Some(value)), rest)),
+            DELETE => Ok(((key, None), rest)),
+            other => Err(ReplayError::Malformed(format!("unknown op {other}"))),
+        });
+        match write {
+            Ok((write, rest)) => {
+                ops = rest;
+                Some(Ok(write))
+            }
+            Err(err) => {
+                ops = &[];
+                Some(Err(err))
+            }
+        }
+    })
+}
 
-    fn deref(&self) -> &Self::Target {
-        &self.table
+/// Repeats the writes of `ops` on `table`.
+pub(crate) fn replay(table: &mut dyn Sink, ops: &[u8]) -> Result<(), ReplayError> {
+    for write in writes(ops) {
+        let (key, value) = write?;
+        table.put(key, value)?;
+    }
+    Ok(())
+}
+
+/// Forgets what group `seq` wrote to `table` by `ops` (the group did not become durable).
+pub(crate) fn undo(table: &mut MemTable, seq: u64, ops: &[u8]) {
+    for (key, _) in writes(ops).map_while(Result::ok) {
+        table.undo(seq, key);
     }
 }
 
@@ -142,20 +245,50 @@ pub(crate) fn take_bytes(ops: &[u8]) -> Result<(&[u8], &[u8]), ReplayError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+    use redb::{Database, ReadableTable};
 
-    const T: TableDefinition<(&str, u64), &str> = TableDefinition::new("t");
+    const T: Def<(&str, u64), &str> = Def::new(0, "t");
+
+    fn rows(db: &Database) -> Vec<((String, u64), String)> {
+        let txn = db.begin_read().expect("read");
+        let Ok(table) = txn.open_table(T.table) else {
+            return Vec::new();
+        };
+        table
+            .iter()
+            .expect("iter")
+            .map(|row| {
+                let (k, v) = row.expect("row");
+                let (task, n) = k.value();
+                ((task.to_owned(), n), v.value().to_owned())
+            })
+            .collect()
+    }
 
     #[test]
-    fn replayed_writes_leave_the_table_as_the_logged_ones_did() {
+    fn replayed_writes_leave_the_table_as_the_logged_ones_left_the_layer() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let original = Database::create(dir.path().join("a.redb")).expect("db");
-        let copy = Database::create(dir.path().join("b.redb")).expect("db");
-        let txn = original.begin_write().expect("txn");
+        let db = Database::create(dir.path().join("a.redb")).expect("db");
+        let txn = db.begin_write().expect("txn");
+        txn.open_table(T.table)
+            .expect("table")
+            .insert(("task", 2), "on file")
+            .expect("insert");
+        txn.commit().expect("commit");
+
+        let disk = Disk::new(&db);
+        let mut mem = MemTable::new(<(&str, u64)>::compare);
         let ops = {
-            let mut table = Logged::new(txn.open_table(T).expect("table"));
+            let mut table = Logged::new(T, &mut mem, None, &disk, 7);
+            assert_eq!(
+                table
+                    .get(("task", 2))
+                    .expect("get")
+                    .map(|v| v.value().to_owned()),
+                Some("on file".to_owned()),
+                "reads fall through to the file"
+            );
             table.insert(("task", 1), "one").expect("insert");
-            table.insert(("task", 2), "two").expect("insert");
             table.insert(("task", 1), "one again").expect("insert");
             table.remove(("task", 2)).expect("remove");
             table.insert(("other", 7), "").expect("insert");
@@ -167,41 +300,48 @@ mod tests {
                 Some("one again".to_owned()),
                 "reads see the writes"
             );
+            assert!(
+                table.get(("task", 2)).expect("get").is_none(),
+                "and the deletes"
+            );
             table.take_ops()
         };
+        drop(disk);
+        let txn = db.begin_write().expect("txn");
+        replay(&mut txn.open_table(T.table).expect("table"), &ops).expect("replay");
         txn.commit().expect("commit");
-        let txn = copy.begin_write().expect("txn");
-        Logged::new(txn.open_table(T).expect("table"))
-            .replay(&ops)
-            .expect("replay");
-        txn.commit().expect("commit");
+        let layer: Vec<((String, u64), String)> = mem
+            .newest_rows()
+            .filter_map(|(k, v)| {
+                let (task, n) = <(&str, u64)>::from_bytes(k);
+                Some(((task.to_owned(), n), <&str>::from_bytes(v?).to_owned()))
+            })
+            .collect();
+        let mut sorted = layer.clone();
+        sorted.sort();
+        assert_eq!(rows(&db), sorted);
+        assert_eq!(rows(&db).len(), 2);
 
-        let rows = |db: &Database| -> Vec<((String, u64), String)> {
-            let txn = db.begin_read().expect("read");
-            let table = txn.open_table(T).expect("table");
-            table
-                .iter()
-                .expect("iter")
-                .map(|row| {
-                    let (k, v) = row.expect("row");
-                    let (task, n) = k.value();
-                    ((task.to_owned(), n), v.value().to_owned())
-                })
-                .collect()
-        };
-        assert_eq!(rows(&copy), rows(&original));
-        assert_eq!(rows(&copy).len(), 2);
+        undo(&mut mem, 7, &ops);
+        assert!(
+            mem.is_empty(),
+            "undoing the group forgets every write of it"
+        );
     }
 
     #[test]
     fn a_cut_or_unknown_op_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = Database::create(dir.path().join("a.redb")).expect("db");
-        let txn = db.begin_write().expect("txn");
-        let mut table = Logged::new(txn.open_table(T).expect("table"));
+        let disk = Disk::new(&db);
+        let mut mem = MemTable::new(<(&str, u64)>::compare);
+        let mut table = Logged::new(T, &mut mem, None, &disk, 1);
         table.insert(("task", 1), "one").expect("insert");
         let ops = table.take_ops();
-        assert!(table.replay(&ops[..ops.len() - 1]).is_err());
-        assert!(table.replay(&[9]).is_err());
+        drop(disk);
+        let txn = db.begin_write().expect("txn");
+        let mut file = txn.open_table(T.table).expect("table");
+        assert!(replay(&mut file, &ops[..ops.len() - 1]).is_err());
+        assert!(replay(&mut file, &[9]).is_err());
     }
 }

@@ -148,6 +148,7 @@ impl Wal {
         Ok(())
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> u64 {
         self.len
     }

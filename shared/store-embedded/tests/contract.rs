@@ -15,3 +15,25 @@ async fn fresh_store() -> Arc<dyn Store> {
 }
 
 task_store::contract_suite!(fresh_store());
+
+/// The suite again with a checkpoint after every group: each test then reads rows from the
+/// file and from the layers in memory at once, deletes included.
+mod checkpoint_every_group {
+    use std::sync::Arc;
+
+    use store_embedded::{EmbeddedStore, Options};
+    use task_store::Store;
+
+    async fn fresh_store() -> Arc<dyn Store> {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("tempdir")
+            .keep();
+        let options = Options {
+            checkpoint_interval: std::time::Duration::ZERO,
+            ..Options::default()
+        };
+        Arc::new(EmbeddedStore::open_with(dir.join("tasks.redb"), options).expect("open"))
+    }
+
+    task_store::contract_suite!(fresh_store());
+}

@@ -260,9 +260,24 @@ async fn bump(store: &EmbeddedStore, id: &str, message_id: &str) {
         .expect("update");
 }
 
+/// Waits until the log is empty: the checkpointer wrote its groups into the file.
+async fn until_checkpointed(path: &std::path::Path) {
+    for _ in 0..100 {
+        if groups_in_log(path) == 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("no checkpoint emptied the log within 5 s");
+}
+
+/// Updates after the checkpoint below, paced to go on across the next one.
+const LATER_BUMPS: usize = 30;
+
 /// Run by `writes_on_both_sides_of_a_checkpoint_survive_a_crash` in a child process: writes,
-/// waits past the checkpoint interval so its next write is a checkpoint, writes once more
-/// (into the log only), then aborts.
+/// waits until an idle checkpoint has written them into the file and emptied the log, writes
+/// on (into the log's other file, then across the next checkpoint, which writes them into the
+/// file while more come), then aborts.
 #[tokio::test]
 #[ignore = "the writer half of writes_on_both_sides_of_a_checkpoint_survive_a_crash, run in a child process"]
 async fn writer_across_a_checkpoint_then_crash() {
@@ -278,11 +293,14 @@ async fn writer_across_a_checkpoint_then_crash() {
         .expect("create");
     bump(&store, "t-1", "m-1").await;
     assert!(groups_in_log(&path) > 0, "the writes so far are in the log");
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    bump(&store, "t-1", "m-2").await; // a checkpoint: the log is emptied
-    assert_eq!(groups_in_log(&path), 0);
+    until_checkpointed(&path).await;
+    bump(&store, "t-1", "m-2").await;
     bump(&store, "t-1", "m-3").await;
     assert!(groups_in_log(&path) > 0);
+    for n in 0..LATER_BUMPS {
+        bump(&store, "t-1", &format!("later-{n}")).await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     std::process::abort();
 }
 
@@ -308,10 +326,16 @@ async fn writes_on_both_sides_of_a_checkpoint_survive_a_crash() {
 
     let store = EmbeddedStore::open(&path).expect("reopen after the crash");
     let task = store.get("t-1").await.expect("get").expect("exists");
-    assert_eq!(task.version, 4, "the create and three updates");
+    assert_eq!(
+        task.version,
+        4 + LATER_BUMPS as u64,
+        "the create and every update"
+    );
     let history = store.history("t-1", None).await.expect("history");
     let ids: Vec<_> = history.iter().map(|m| m.message_id.as_str()).collect();
-    assert_eq!(ids, ["m-1", "m-2", "m-3"]);
+    let mut want = vec!["m-1".to_owned(), "m-2".to_owned(), "m-3".to_owned()];
+    want.extend((0..LATER_BUMPS).map(|n| format!("later-{n}")));
+    assert_eq!(ids, want);
     assert_eq!(
         groups_in_log(&path),
         0,
@@ -329,6 +353,6 @@ async fn writes_on_both_sides_of_a_checkpoint_survive_a_crash() {
             .expect("get")
             .expect("exists")
             .version,
-        5
+        5 + LATER_BUMPS as u64
     );
 }
