@@ -36,7 +36,29 @@ pub struct Created {
     /// Told the task as the run of this message committed it (dropped unanswered if the run
     /// stopped, or another runner recorded the message): a blocking send in this process
     /// answers from it instead of following the event log.
-    pub processed: Option<tokio::sync::oneshot::Sender<StoredTask>>,
+    pub processed: Option<tokio::sync::oneshot::Sender<Processed>>,
+}
+
+/// How the run of a task's first message left the task.
+pub struct Processed {
+    pub task: StoredTask,
+    /// The task's whole history at that version, when the run knows it without reading it
+    /// back: the outcome's commit appended it to a task that had none.
+    pub history: Option<Vec<Message>>,
+}
+
+/// What processing a message hands back besides the task, set up by the caller and filled
+/// in by the commit of its outcome.
+#[derive(Default)]
+struct RunEnd {
+    /// The runner's lease, when this message ends the run: the outcome's commit gives it up
+    /// (and takes it out of here).
+    lease: Option<Lease>,
+    /// Whether the caller wants [`history`](Self::history).
+    wants_history: bool,
+    /// The task's whole history after the outcome, if the outcome knows it (see
+    /// [`Processed::history`]).
+    history: Option<Vec<Message>>,
 }
 
 #[derive(Clone)]
@@ -222,13 +244,18 @@ impl Runner {
                 let last = items.len() - 1;
                 let mut given_up = false;
                 for (n, item) in items.into_iter().enumerate() {
-                    let mut ending = (n == last).then(|| lease.clone());
-                    let work = self.process(task_id, &item, known.take(), &mut ending);
+                    let mut end = RunEnd {
+                        lease: (n == last).then(|| lease.clone()),
+                        wants_history: processed.is_some(),
+                        history: None,
+                    };
+                    let work = self.process(task_id, &item, known.take(), &mut end);
                     let (outcome, renewed) = self.holding(lease, ttl, work).await?;
                     lease = renewed;
-                    given_up = n == last && ending.is_none();
+                    given_up = n == last && end.lease.is_none();
                     if let (Some(tell), Some(task)) = (processed.take(), outcome?) {
-                        let _ = tell.send(task); // the sender may have gone
+                        let history = end.history.take();
+                        let _ = tell.send(Processed { task, history }); // the sender may have gone
                     }
                 }
                 if given_up {
@@ -344,14 +371,14 @@ impl Runner {
         task_id: &str,
         item: &InboxItem,
         mut known: Option<StoredTask>,
-        ending: &mut Option<Lease>,
+        end: &mut RunEnd,
     ) -> Result<Option<StoredTask>, StoreError> {
         for _ in 0..MAX_RETRIES {
             let stored = match known.take() {
                 Some(task) => task,
                 None => self.read(task_id).await?,
             };
-            match self.attempt(&stored, item, ending).await {
+            match self.attempt(&stored, item, end).await {
                 Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
                 // Another runner recorded it (a lease that expired under a slow turn).
                 Err(StoreError::Conflict(Conflict::InboxItemGone(_))) => return Ok(None),
@@ -367,7 +394,7 @@ impl Runner {
         &self,
         stored: &StoredTask,
         item: &InboxItem,
-        ending: &mut Option<Lease>,
+        end: &mut RunEnd,
     ) -> Result<StoredTask, StoreError> {
         let record = &stored.record;
         let now = Utc::now();
@@ -399,7 +426,7 @@ impl Runner {
             return self.commit(update).await;
         }
         if let Some(note) = note {
-            return self.take_note(stored, item, &note, ending).await;
+            return self.take_note(stored, item, &note, end).await;
         }
         if record.agent.awaiting_participant.as_deref() == Some(item.sender.as_str()) {
             return self.assignee_replied(stored, item).await;
@@ -450,7 +477,7 @@ impl Runner {
         }
 
         let input = agent_input(item, record.agent.pending_help.as_ref().filter(|_| answers));
-        self.run_agent(stored, item, &accepted, answers, input, ending)
+        self.run_agent(stored, item, &accepted, answers, input, end)
             .await
     }
 
@@ -463,7 +490,7 @@ impl Runner {
         accepted: &lifecycle::Transition,
         answers: bool,
         input: String,
-        ending: &mut Option<Lease>,
+        end: &mut RunEnd,
     ) -> Result<StoredTask, StoreError> {
         let record = &stored.record;
         let mid = item.key.message_id.as_str();
@@ -491,19 +518,19 @@ impl Runner {
         };
         let reply = self.inner.agent.run(&mut turn).await?;
         let latest = turn.task;
-        self.record_outcome(latest, item, reply, ending).await
+        self.record_outcome(latest, item, reply, end).await
     }
 
     /// Commits the outcome of a run: the message and the reply in the history, the next
     /// state by the lifecycle rule, the reply's artifacts and transcript entries.
-    /// `ending`, when the run ends with this message, is the runner's lease: the outcome's
-    /// commit gives it up (and takes it out of `ending`).
+    /// `end.lease`, when the run ends with this message, is the runner's lease: the outcome's
+    /// commit gives it up (and takes it out of `end`).
     async fn record_outcome(
         &self,
         latest: StoredTask,
         item: &InboxItem,
         reply: AgentReply,
-        ending: &mut Option<Lease>,
+        end: &mut RunEnd,
     ) -> Result<StoredTask, StoreError> {
         let task_id = latest.record.id.clone();
         let mid = item.key.message_id.as_str();
@@ -614,14 +641,18 @@ impl Runner {
             update.events.push(event);
             update.audit = vec![audit(true, "accepted")];
             update.record = Some(next);
-            update.release = ending.clone();
+            update.release = end.lease.clone();
+            // A task that had no history has exactly the two messages appended here.
+            let whole_history = (end.wants_history && current.counters.history == 0)
+                .then(|| update.history.clone());
             match self.commit(update).await {
                 Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
                 Err(StoreError::TooLarge(why)) => {
                     return self.fail_unstorable(&current, item, &why).await;
                 }
                 Ok(task) => {
-                    *ending = None; // given up with the outcome
+                    end.lease = None; // given up with the outcome
+                    end.history = whole_history;
                     return Ok(task);
                 }
                 other => return other,
@@ -638,7 +669,7 @@ impl Runner {
         stored: &StoredTask,
         item: &InboxItem,
         note: &subtasks::Note,
-        ending: &mut Option<Lease>,
+        end: &mut RunEnd,
     ) -> Result<StoredTask, StoreError> {
         let record = &stored.record;
         let mut next = record.clone();
@@ -681,8 +712,7 @@ impl Runner {
                     mirrored = self.commit(update).await?;
                 }
                 let input = agent_input(item, None);
-                self.run_agent(&mirrored, item, &t, false, input, ending)
-                    .await
+                self.run_agent(&mirrored, item, &t, false, input, end).await
             }
             _ => {
                 let mut update = TaskUpdate::new(stored.clone());

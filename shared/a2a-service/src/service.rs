@@ -41,7 +41,7 @@ use crate::error::ServiceError;
 use crate::identity;
 use crate::listener::{EventListener, Wakeup};
 use crate::push::{WebhookPolicy, check_webhook_url};
-use crate::runner::{Created, Runner};
+use crate::runner::{Created, Processed, Runner};
 use crate::views::{View, Views};
 use crate::{subtasks, view};
 
@@ -109,7 +109,7 @@ struct Run {
     /// after it, but no client is answered until it is.
     committing: Option<PendingCommit>,
     /// Told the task as the run processed the message, when this process runs it.
-    processed: Option<tokio::sync::oneshot::Receiver<StoredTask>>,
+    processed: Option<tokio::sync::oneshot::Receiver<Processed>>,
 }
 
 impl Intake {
@@ -272,10 +272,30 @@ impl Service {
         history: Option<usize>,
         artifacts: bool,
     ) -> Result<Task, ServiceError> {
+        self.full_view_knowing(stored, history, artifacts, None)
+            .await
+    }
+
+    /// [`full_view`](Self::full_view), with the task's whole history at `stored`'s version
+    /// if the caller has it (`known`), which then is not read.
+    async fn full_view_knowing(
+        &self,
+        stored: &StoredTask,
+        history: Option<usize>,
+        artifacts: bool,
+        known: Option<Vec<Message>>,
+    ) -> Result<Task, ServiceError> {
         let id = &stored.record.id;
-        let history = match history {
-            Some(0) => None,
-            limit => Some(self.store.history(id, limit).await.map_err(store_error)?),
+        let known = known.filter(|k| k.len() as u64 == stored.counters.history);
+        let history = match (history, known) {
+            (Some(0), _) => None,
+            (limit, Some(mut whole)) => {
+                if let Some(limit) = limit {
+                    whole.drain(..whole.len().saturating_sub(limit));
+                }
+                Some(whole)
+            }
+            (limit, None) => Some(self.store.history(id, limit).await.map_err(store_error)?),
         };
         // The counters say whether there is any artifact to read.
         let artifacts = if artifacts && !stored.counters.artifact_ids.is_empty() {
@@ -459,7 +479,7 @@ impl Service {
         task_id: &str,
         mut run: Run,
         hand_off: bool,
-    ) -> Result<Option<tokio::sync::oneshot::Receiver<StoredTask>>, ServiceError> {
+    ) -> Result<Option<tokio::sync::oneshot::Receiver<Processed>>, ServiceError> {
         let processed = run.processed.take();
         if let (Some(dispatcher), true) = (&self.dispatcher, hand_off) {
             // Another process reads the task: it must be there first.
@@ -1215,11 +1235,12 @@ impl A2aApi for Service {
                     // the answer (or the run is elsewhere), the event log tells.
                     let deadline = tokio::time::Instant::now() + self.config.blocking_timeout;
                     if let Some(processed) = processed
-                        && let Ok(Ok(task)) = tokio::time::timeout_at(deadline, processed).await
+                        && let Ok(Ok(processed)) =
+                            tokio::time::timeout_at(deadline, processed).await
                     {
-                        let state = task.record.state();
+                        let state = processed.task.record.state();
                         if lifecycle::TERMINAL.contains(state) || view::is_interrupted(state) {
-                            settled = Some(task);
+                            settled = Some(processed);
                         }
                     }
                     if settled.is_none() {
@@ -1231,15 +1252,18 @@ impl A2aApi for Service {
                         }
                     }
                 }
-                let stored = match settled {
-                    Some(task) => task,
-                    None => self
-                        .read(&task_id)
-                        .await?
-                        .ok_or_else(|| ServiceError::TaskNotFound(task_id.clone()))?,
+                let (stored, known) = match settled {
+                    Some(Processed { task, history }) => (task, history),
+                    None => (
+                        self.read(&task_id)
+                            .await?
+                            .ok_or_else(|| ServiceError::TaskNotFound(task_id.clone()))?,
+                        None,
+                    ),
                 };
                 Ok(SendMessageResponse::Task(
-                    self.full_view(&stored, history, true).await?,
+                    self.full_view_knowing(&stored, history, true, known)
+                        .await?,
                 ))
             }
         }

@@ -488,6 +488,55 @@ async fn context_ids_and_history_lengths() {
     );
 }
 
+/// A blocking send answers with the task as GetTask shows it at the same version: the history
+/// its run handed over for a first message, the one it reads for a follow-up, cut to the
+/// requested length either way.
+#[tokio::test]
+async fn a_blocking_send_answers_with_the_history_get_task_shows() {
+    let f = fixture();
+    let alice = as_participant("alice");
+    let sent = |message: Message, length: Option<i32>| {
+        let mut req = send(message);
+        req.configuration = Some(SendMessageConfiguration {
+            history_length: length,
+            return_immediately: None,
+            accepted_output_modes: None,
+            task_push_notification_config: None,
+        });
+        req
+    };
+    let same_as_get = |answer: Task, length: Option<i32>, what: String| {
+        let (f, alice) = (&f, &alice);
+        async move {
+            let get = GetTaskRequest {
+                id: answer.id.clone(),
+                history_length: length,
+                tenant: None,
+            };
+            let got = f.service.get_task(alice, get).await.expect("get");
+            assert_eq!(
+                serde_json::to_value(&answer.history).expect("json"),
+                serde_json::to_value(&got.history).expect("json"),
+                "{what}, history length {length:?}"
+            );
+            answer.history.map_or(0, |h| h.len())
+        }
+    };
+    let lengths = [None, Some(0), Some(1), Some(2), Some(5)];
+    for (n, length) in lengths.into_iter().enumerate() {
+        let first = text("alice", "first", &format!("hello {n}"));
+        let answer = send_ok(&f, sent(first, length)).await;
+        let shown = same_as_get(answer, length, format!("first message {n}")).await;
+        assert_eq!(shown, length.map_or(2, |l| (l as usize).min(2)));
+    }
+    let task = send_ok(&f, send(text("alice", "m-0", "start"))).await;
+    for (n, length) in lengths.into_iter().enumerate() {
+        let more = text("alice", &format!("m-{}", n + 1), &format!("more {n}"));
+        let answer = send_ok(&f, sent(follow_up(more, &task).message, length)).await;
+        same_as_get(answer, length, format!("follow-up {n}")).await;
+    }
+}
+
 #[tokio::test]
 async fn return_immediately_answers_before_the_agent_runs() {
     let f = fixture();
