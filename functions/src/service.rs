@@ -16,7 +16,6 @@ pub fn service_config(config: &FunctionConfig) -> ServiceConfig {
     service.allow_private_webhooks = config.allow_private_webhooks;
     service.catalog = config.catalog.clone();
     service.lease_ttl = config.lease_ttl;
-    service.remote_agents = config.remote_agents.clone();
     // Names this execution environment in lease owners (diagnostics).
     service.instance_id = format!(
         "lambda-{}-{}",

@@ -189,7 +189,7 @@ impl Server {
         config.allow_private_webhooks = options.allow_private_webhooks;
         config.catalog = catalog.clone();
         config.lease_ttl = Duration::from_secs(options.lease_ttl_secs.max(1));
-        config.remote_agents = a2a_service::config::parse_remote_agents(&options.remote_agents)
+        let remote_agents = a2a_service::config::parse_remote_agents(&options.remote_agents)
             .map_err(|e| anyhow::anyhow!("--remote-agent {e}"))?;
         let agent: Arc<dyn Agent> = match options.agent_profile {
             AgentProfile::Tck => Arc::new(TckAgent::new()),
@@ -208,7 +208,7 @@ impl Server {
                         .with_bedrock(&store_dynamodb::sdk_config().await);
                 }
                 setup.skills = Arc::new(a2a_service::config::load_skills(&options.skills_dir));
-                setup.remote_agents = config.remote_agents.clone();
+                setup.remote_agents = remote_agents;
                 setup.max_turns = options.max_turns;
                 Arc::new(ModelAgent::new(setup))
             }

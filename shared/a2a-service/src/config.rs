@@ -32,9 +32,6 @@ pub struct ServiceConfig {
     pub blocking_timeout: Duration,
     /// Names this process in lease owners (diagnostics).
     pub instance_id: String,
-    /// The remote A2A agents sub-tasks may be delegated to: id → the agent's base URL (where
-    /// `/.well-known/agent-card.json` is).
-    pub remote_agents: std::collections::BTreeMap<String, String>,
 }
 
 impl ServiceConfig {
@@ -56,7 +53,6 @@ impl ServiceConfig {
             poll_interval: Duration::from_millis(100),
             blocking_timeout: Duration::from_secs(60),
             instance_id: format!("local-{}", std::process::id()),
-            remote_agents: std::collections::BTreeMap::new(),
         }
     }
 }
