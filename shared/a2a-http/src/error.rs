@@ -19,6 +19,9 @@ use a2a_service::ServiceError;
 use http::StatusCode;
 use serde_json::{Value, json};
 
+/// JSON-RPC code of [`ErrorKind::RateLimited`].
+pub const RATE_LIMITED_CODE: i32 = -32000;
+
 /// The kinds of error a response can carry, binding-level and service-level alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
@@ -57,6 +60,11 @@ pub enum ErrorKind {
     /// bindings, since authentication is the transport's (A2A §13); -32600 if ever rendered
     /// as JSON-RPC.
     Unauthenticated,
+    /// The caller or the task is over a rate limit: HTTP 429 with `Retry-After` on both
+    /// bindings (JSON-RPC errors are otherwise HTTP 200), JSON-RPC -32000 (the JSON-RPC range
+    /// for implementation-defined server errors, outside A2A's own -32001..), `google.rpc`
+    /// `RESOURCE_EXHAUSTED`.
+    RateLimited,
 }
 
 /// One row of the table: how an [`ErrorKind`] appears on each binding.
@@ -74,7 +82,7 @@ pub struct ErrorMapping {
 
 impl ErrorKind {
     /// Every kind, for tables and tests.
-    pub const ALL: [ErrorKind; 18] = [
+    pub const ALL: [ErrorKind; 19] = [
         ErrorKind::ParseError,
         ErrorKind::InvalidRequest,
         ErrorKind::MethodNotFound,
@@ -93,6 +101,7 @@ impl ErrorKind {
         ErrorKind::ExtensionSupportRequired,
         ErrorKind::VersionNotSupported,
         ErrorKind::Unauthenticated,
+        ErrorKind::RateLimited,
     ];
 
     /// The table.
@@ -194,6 +203,9 @@ impl ErrorKind {
                 "UNAUTHENTICATED",
                 "UNAUTHENTICATED",
             ),
+            ErrorKind::RateLimited => {
+                row(RATE_LIMITED_CODE, 429, "RATE_LIMITED", "RESOURCE_EXHAUSTED")
+            }
         }
     }
 }
@@ -208,6 +220,8 @@ pub struct ProtocolError {
     pub metadata: BTreeMap<String, String>,
     /// Rendered as one `google.rpc.BadRequest` detail when not empty.
     pub violations: Vec<FieldViolation>,
+    /// Seconds for the `Retry-After` header (rate limits).
+    pub retry_after_secs: Option<u64>,
 }
 
 impl ProtocolError {
@@ -217,6 +231,20 @@ impl ProtocolError {
             message: message.into(),
             metadata: BTreeMap::new(),
             violations: Vec::new(),
+            retry_after_secs: None,
+        }
+    }
+
+    /// Over a rate limit: 429 with `Retry-After: retry_after_secs` (at least 1).
+    pub fn rate_limited(retry_after_secs: u64) -> Self {
+        let secs = retry_after_secs.max(1);
+        ProtocolError {
+            retry_after_secs: Some(secs),
+            ..ProtocolError::new(
+                ErrorKind::RateLimited,
+                format!("rate limit exceeded; retry after {secs} s"),
+            )
+            .with_metadata("retryAfterSeconds", secs.to_string())
         }
     }
 
@@ -357,6 +385,9 @@ impl From<ServiceError> for ProtocolError {
                 ErrorKind::Unavailable,
                 "the service is temporarily unavailable",
             ),
+            ServiceError::RateLimited { retry_after_secs } => {
+                ProtocolError::rate_limited(retry_after_secs)
+            }
         }
     }
 }
@@ -368,7 +399,7 @@ mod tests {
     use a2a::errordetails::{BAD_REQUEST_TYPE, ERROR_INFO_TYPE};
 
     /// The table, spelled out: kind, JSON-RPC code, HTTP status, reason, google.rpc status.
-    const TABLE: [(ErrorKind, i32, u16, &str, &str); 18] = [
+    const TABLE: [(ErrorKind, i32, u16, &str, &str); 19] = [
         (
             ErrorKind::ParseError,
             -32700,
@@ -495,6 +526,13 @@ mod tests {
             "UNAUTHENTICATED",
             "UNAUTHENTICATED",
         ),
+        (
+            ErrorKind::RateLimited,
+            -32000,
+            429,
+            "RATE_LIMITED",
+            "RESOURCE_EXHAUSTED",
+        ),
     ];
 
     #[test]
@@ -526,6 +564,7 @@ mod tests {
             ErrorKind::Unavailable,                    // 503 instead of 500
             ErrorKind::RequestContentTypeNotSupported, // 415 instead of 400
             ErrorKind::Unauthenticated,                // transport-level, not in a2a-lf
+            ErrorKind::RateLimited,                    // not an A2A error
         ];
         for kind in ErrorKind::ALL {
             let m = kind.mapping();
@@ -535,7 +574,7 @@ mod tests {
             }
             if !matches!(
                 kind,
-                ErrorKind::MethodNotAllowed | ErrorKind::Unauthenticated
+                ErrorKind::MethodNotAllowed | ErrorKind::Unauthenticated | ErrorKind::RateLimited
             ) {
                 assert_eq!(m.reason, a2a::error_reason(m.jsonrpc_code), "{kind:?}");
             }
@@ -585,6 +624,13 @@ mod tests {
                 ErrorKind::Unavailable,
                 "the service is temporarily unavailable",
             ),
+            (
+                ServiceError::RateLimited {
+                    retry_after_secs: 7,
+                },
+                ErrorKind::RateLimited,
+                "rate limit exceeded; retry after 7 s",
+            ),
         ];
         for (err, kind, message) in cases {
             let p = ProtocolError::from(err);
@@ -592,6 +638,10 @@ mod tests {
         }
         let p = ProtocolError::from(ServiceError::TaskNotFound("t1".into()));
         assert_eq!(p.metadata.get("taskId").map(String::as_str), Some("t1"));
+        let p = ProtocolError::from(ServiceError::RateLimited {
+            retry_after_secs: 0,
+        });
+        assert_eq!(p.retry_after_secs, Some(1), "Retry-After is never 0");
     }
 
     #[test]

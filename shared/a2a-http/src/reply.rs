@@ -47,7 +47,19 @@ pub(crate) fn json<T: Serialize + ?Sized>(
 
 /// A REST error: the HTTP status of the table, `{"error": google.rpc.Status}`, `application/json`.
 pub(crate) fn rest_error(err: &ProtocolError) -> Response<Body> {
-    json(err.http_status(), APPLICATION_JSON, &err.to_rest_body())
+    with_retry_after(
+        json(err.http_status(), APPLICATION_JSON, &err.to_rest_body()),
+        err,
+    )
+}
+
+/// `Retry-After` on a rate-limited answer.
+fn with_retry_after(mut resp: Response<Body>, err: &ProtocolError) -> Response<Body> {
+    if let Some(secs) = err.retry_after_secs {
+        resp.headers_mut()
+            .insert(http::header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    resp
 }
 
 /// A 405 with the `Allow` header.
@@ -112,12 +124,21 @@ pub(crate) fn rpc_result(id: &JsonRpcId, result: &RawValue) -> Response<Body> {
     )
 }
 
-/// A JSON-RPC error (HTTP 200, as JSON-RPC over HTTP always is).
+/// A JSON-RPC error: HTTP 200, as JSON-RPC over HTTP always is, except for a rate limit,
+/// which is 429 with `Retry-After` so that clients and proxies back off.
 pub(crate) fn rpc_error(id: JsonRpcId, err: &ProtocolError) -> Response<Body> {
-    json(
-        StatusCode::OK,
-        APPLICATION_JSON,
-        &JsonRpcResponse::error(id, err.to_jsonrpc_error()),
+    let status = if err.kind == crate::ErrorKind::RateLimited {
+        StatusCode::TOO_MANY_REQUESTS
+    } else {
+        StatusCode::OK
+    };
+    with_retry_after(
+        json(
+            status,
+            APPLICATION_JSON,
+            &JsonRpcResponse::error(id, err.to_jsonrpc_error()),
+        ),
+        err,
     )
 }
 

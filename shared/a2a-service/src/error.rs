@@ -28,4 +28,8 @@ pub enum ServiceError {
     /// The storage backend is unavailable or throttled beyond retries (-32603, HTTP 503).
     #[error("the service is temporarily unavailable")]
     Unavailable,
+    /// The caller (or the task) is over a rate limit: HTTP 429 with `Retry-After` on both
+    /// bindings (JSON-RPC -32000), nothing done.
+    #[error("rate limit exceeded; retry after {retry_after_secs} s")]
+    RateLimited { retry_after_secs: u64 },
 }
