@@ -6,6 +6,8 @@ use std::time::Duration;
 use a2a::AgentCard;
 use task_core::commands::ModelCatalog;
 
+use crate::refusals::RefusalLimits;
+
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
     /// The agent's participant id (kind `agent`, default role `assignee`).
@@ -32,6 +34,8 @@ pub struct ServiceConfig {
     pub blocking_timeout: Duration,
     /// Names this process in lease owners (diagnostics).
     pub instance_id: String,
+    /// How many refusals per task and per caller are written down (`refusals`).
+    pub refusal_limits: RefusalLimits,
 }
 
 impl ServiceConfig {
@@ -53,6 +57,7 @@ impl ServiceConfig {
             poll_interval: Duration::from_millis(100),
             blocking_timeout: Duration::from_secs(60),
             instance_id: format!("local-{}", std::process::id()),
+            refusal_limits: RefusalLimits::default(),
         }
     }
 }

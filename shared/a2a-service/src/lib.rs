@@ -8,6 +8,7 @@ pub mod error;
 pub mod identity;
 pub mod listener;
 pub mod push;
+pub mod refusals;
 pub mod runner;
 pub mod service;
 pub mod subtasks;

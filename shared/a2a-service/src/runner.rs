@@ -398,12 +398,14 @@ impl Runner {
     ) -> Result<StoredTask, StoreError> {
         let record = &stored.record;
         let now = Utc::now();
-        let audit = |accepted: bool, reason: &str| AuditEntry {
-            at: now,
-            message_id: item.key.message_id.clone(),
-            participant_id: Some(item.sender.clone()),
-            accepted,
-            reason: reason.to_owned(),
+        let audit = |accepted: bool, reason: &str| {
+            AuditEntry::new(
+                now,
+                &item.key.message_id,
+                Some(&item.sender),
+                accepted,
+                reason,
+            )
         };
         let note =
             subtasks::Note::of(&item.message).filter(|_| item.sender == self.inner.config.agent_id);
@@ -534,12 +536,14 @@ impl Runner {
     ) -> Result<StoredTask, StoreError> {
         let task_id = latest.record.id.clone();
         let mid = item.key.message_id.as_str();
-        let audit = |accepted: bool, reason: &str| AuditEntry {
-            at: Utc::now(),
-            message_id: item.key.message_id.clone(),
-            participant_id: Some(item.sender.clone()),
-            accepted,
-            reason: reason.to_owned(),
+        let audit = |accepted: bool, reason: &str| {
+            AuditEntry::new(
+                Utc::now(),
+                &item.key.message_id,
+                Some(&item.sender),
+                accepted,
+                reason,
+            )
         };
         // On the task as the run left it: unless someone changed it meanwhile (then the
         // commit's version check fails and we read it again).
@@ -672,6 +676,22 @@ impl Runner {
         end: &mut RunEnd,
     ) -> Result<StoredTask, StoreError> {
         let record = &stored.record;
+        if !subtasks::lists_child(record, &note.task_id) {
+            // Only a link the service made carries notes (both ends record it).
+            let mut update = TaskUpdate::new(stored.clone());
+            update.consume_inbox = vec![item.key.clone()];
+            update.audit = vec![AuditEntry::new(
+                Utc::now(),
+                &item.key.message_id,
+                Some(&item.sender),
+                false,
+                &format!(
+                    "note of task {} dropped: not a sub-task of this task",
+                    note.task_id
+                ),
+            )];
+            return self.commit(update).await;
+        }
         let mut next = record.clone();
         lifecycle::mirror_sub_task(
             &mut next.extension,
@@ -679,17 +699,17 @@ impl Runner {
             &note.state,
             note.sub_state,
         );
-        let audit = AuditEntry {
-            at: Utc::now(),
-            message_id: item.key.message_id.clone(),
-            participant_id: Some(item.sender.clone()),
-            accepted: true,
-            reason: format!(
+        let audit = AuditEntry::new(
+            Utc::now(),
+            &item.key.message_id,
+            Some(&item.sender),
+            true,
+            &format!(
                 "sub-task {} is {}",
                 note.task_id,
                 lifecycle::short_state_name(&note.state)
             ),
-        };
+        );
         let lifecycle = record.extension.effective_lifecycle();
         let transition = if note.wake {
             lifecycle::next(
@@ -737,13 +757,13 @@ impl Runner {
         item: &InboxItem,
     ) -> Result<StoredTask, StoreError> {
         let record = &stored.record;
-        let audit = AuditEntry {
-            at: Utc::now(),
-            message_id: item.key.message_id.clone(),
-            participant_id: Some(item.sender.clone()),
-            accepted: true,
-            reason: "the assignee answered".to_owned(),
-        };
+        let audit = AuditEntry::new(
+            Utc::now(),
+            &item.key.message_id,
+            Some(&item.sender),
+            true,
+            "the assignee answered",
+        );
         let mut update = TaskUpdate::new(stored.clone());
         update.consume_inbox = vec![item.key.clone()];
         update.history = vec![item.message.clone()];
@@ -915,13 +935,13 @@ impl Runner {
         warn!(task_id = %record.id, reason = why, "the turn's outcome is too large to store");
         let lifecycle = record.extension.effective_lifecycle();
         let reason = format!("the reply could not be stored: {why}");
-        let audit = AuditEntry {
-            at: Utc::now(),
-            message_id: item.key.message_id.clone(),
-            participant_id: Some(item.sender.clone()),
-            accepted: true,
-            reason: reason.clone(),
-        };
+        let audit = AuditEntry::new(
+            Utc::now(),
+            &item.key.message_id,
+            Some(&item.sender),
+            true,
+            &reason,
+        );
         let mut update = TaskUpdate::new(current.clone());
         update.consume_inbox = vec![item.key.clone()];
         update.audit = vec![audit];

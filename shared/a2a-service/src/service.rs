@@ -24,6 +24,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use task_core::commands::{self, Command};
 use task_core::envelope::{self, Envelope};
+use task_core::ids::IdKind;
 use task_core::lifecycle::{self, LifecycleEvent};
 use task_core::policy::{self, AccessDenied, Action};
 use task_core::{A2UI_MEDIA_TYPE, DomainError, TASK_METADATA_KEY};
@@ -38,12 +39,19 @@ use crate::api::{A2aApi, EventStream, RequestContext, render};
 use crate::card;
 use crate::config::ServiceConfig;
 use crate::error::ServiceError;
-use crate::identity;
+use crate::identity::{self, Who};
 use crate::listener::{EventListener, Wakeup};
 use crate::push::{WebhookPolicy, check_webhook_url};
+use crate::refusals::RefusalBudget;
 use crate::runner::{Created, Processed, Runner};
 use crate::views::{View, Views};
 use crate::{subtasks, view};
+
+/// The most tasks a message may reference (`referenceTaskIds`).
+const MAX_REFERENCE_TASK_IDS: usize = 64;
+
+/// The longest page token a client may send back (ours are far shorter).
+const MAX_PAGE_TOKEN_BYTES: usize = 1024;
 
 /// How many times a request re-reads a task whose version moved under it.
 const MAX_RETRIES: usize = 20;
@@ -62,6 +70,8 @@ pub struct Service {
     dispatcher: Option<Arc<dyn RunDispatcher>>,
     /// GetTask's rendered answers, per task and version.
     views: Views,
+    /// Refusals written down per task and per caller.
+    refusals: RefusalBudget,
 }
 
 /// Bytes of rendered task views kept for GetTask.
@@ -212,6 +222,7 @@ impl Service {
         listener: Option<Arc<dyn EventListener>>,
     ) -> Self {
         let config = Arc::new(config);
+        let refusals = RefusalBudget::new(config.refusal_limits);
         let card = card::agent_card(&config);
         let wakeup = Arc::new(Wakeup::new(listener));
         let listener: Arc<dyn EventListener> = wakeup.clone();
@@ -231,6 +242,7 @@ impl Service {
             wakeup,
             dispatcher: None,
             views: Views::new(VIEWS_BUDGET),
+            refusals,
         }
     }
 
@@ -248,6 +260,11 @@ impl Service {
         self.config.default_participant.as_deref()
     }
 
+    /// The caller of a request without a message.
+    fn caller(&self, ctx: &RequestContext) -> Result<Who, ServiceError> {
+        identity::caller(ctx, self.default_participant(), &self.config.agent_id)
+    }
+
     fn appended(&self, task_id: &str) {
         self.listener.events_appended(task_id);
     }
@@ -257,9 +274,10 @@ impl Service {
     }
 
     /// A task the caller may see, or not found (a stranger cannot tell the difference).
-    async fn visible(&self, task_id: &str, caller: &str) -> Result<StoredTask, ServiceError> {
+    async fn visible(&self, task_id: &str, caller: &Who) -> Result<StoredTask, ServiceError> {
+        identity::check(IdKind::Task, "id", task_id)?;
         match self.read(task_id).await? {
-            Some(t) if policy::authorize(&t.record.extension, caller, Action::Read).is_ok() => {
+            Some(t) if identity::authorize(&t.record.extension, caller, Action::Read).is_ok() => {
                 Ok(t)
             }
             _ => Err(ServiceError::TaskNotFound(task_id.to_owned())),
@@ -368,6 +386,26 @@ impl Service {
                 "message.messageId is required".to_owned(),
             ));
         }
+        identity::check(IdKind::Message, "message.messageId", &message.message_id)?;
+        if let Some(task_id) = &message.task_id {
+            identity::check(IdKind::Task, "message.taskId", task_id)?;
+        }
+        if let Some(context_id) = &message.context_id {
+            identity::check(IdKind::Context, "message.contextId", context_id)?;
+        }
+        let references = message.reference_task_ids.as_deref().unwrap_or_default();
+        if references.len() > MAX_REFERENCE_TASK_IDS {
+            return Err(ServiceError::InvalidParams(format!(
+                "message.referenceTaskIds lists more than {MAX_REFERENCE_TASK_IDS} tasks"
+            )));
+        }
+        for (i, task_id) in references.iter().enumerate() {
+            identity::check(
+                IdKind::Task,
+                &format!("message.referenceTaskIds[{i}]"),
+                task_id,
+            )?;
+        }
         if message
             .metadata
             .as_ref()
@@ -416,7 +454,12 @@ impl Service {
     ) -> Result<Intake, ServiceError> {
         let message = &req.message;
         self.check_message(message)?;
-        let sender = identity::sender(ctx, message, self.default_participant())?;
+        let sender = identity::sender(
+            ctx,
+            message,
+            self.default_participant(),
+            &self.config.agent_id,
+        )?;
         let push = req
             .configuration
             .as_ref()
@@ -545,11 +588,16 @@ impl Service {
     }
 
     /// A canceled task's unfinished sub-tasks on this service are canceled with it, and
-    /// theirs in turn (best effort: a child that cannot be canceled is logged and left).
+    /// theirs in turn (best effort: a child that cannot be canceled is logged and left). Only
+    /// along links the service made, which both ends record: a child that does not name its
+    /// parent in `parent_tasks` is not the parent's to cancel.
     async fn cancel_children(&self, parent: &TaskRecord) {
-        let mut queue: Vec<String> = unfinished_children(parent);
+        let mut queue: Vec<(String, String)> = unfinished_children(parent)
+            .into_iter()
+            .map(|child| (parent.id.clone(), child))
+            .collect();
         let mut seen = std::collections::HashSet::new();
-        while let Some(child_id) = queue.pop() {
+        while let Some((parent_id, child_id)) = queue.pop() {
             if !seen.insert(child_id.clone()) {
                 continue;
             }
@@ -557,6 +605,10 @@ impl Service {
                 let Ok(Some(child)) = self.read(&child_id).await else {
                     break;
                 };
+                if !names_parent(&child.record, &parent_id) {
+                    warn!(task_id = %child_id, parent = %parent_id, "not canceled with a task it does not name as its parent");
+                    break;
+                }
                 if lifecycle::TERMINAL.contains(child.record.state()) {
                     break;
                 }
@@ -566,7 +618,11 @@ impl Service {
                 let why = format!("canceled with its parent {}", parent.id);
                 match self.cancel_one(&child, transition, &why).await {
                     Ok(canceled) => {
-                        queue.extend(unfinished_children(&canceled.record));
+                        queue.extend(
+                            unfinished_children(&canceled.record)
+                                .into_iter()
+                                .map(|grandchild| (child_id.clone(), grandchild)),
+                        );
                         break;
                     }
                     Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
@@ -600,7 +656,8 @@ impl Service {
         }
     }
 
-    async fn new_task(&self, sender: &str, message: &Message) -> Result<Intake, ServiceError> {
+    async fn new_task(&self, who: &Who, message: &Message) -> Result<Intake, ServiceError> {
+        let sender = who.as_str();
         let text = text_of(message);
         let task_id = a2a::new_task_id();
         let context_id = message
@@ -614,6 +671,12 @@ impl Service {
         };
         let extension = envelope::new_task_extension(sender, &self.config.agent_id, &text, payload)
             .map_err(domain_error)?;
+        if identity::authorize(&extension, who, Action::Read).is_err() {
+            // The envelope made its self-asserted sender an agent participant.
+            return Err(ServiceError::InvalidParams(format!(
+                "participant {sender:?} is listed as an agent; acting as an agent participant needs a verified identity"
+            )));
+        }
         if message
             .parts
             .iter()
@@ -636,13 +699,13 @@ impl Service {
         let created = view::task(&record, None, None);
         let mut new = NewTask::new(record.clone());
         new.events.push(StreamResponse::Task(created.clone()));
-        new.audit.push(AuditEntry {
-            at: now,
-            message_id: message.message_id.clone(),
-            participant_id: Some(sender.to_owned()),
-            accepted: true,
-            reason: "created the task".to_owned(),
-        });
+        new.audit.push(AuditEntry::new(
+            now,
+            &message.message_id,
+            Some(sender),
+            true,
+            "created the task",
+        ));
 
         if let Some(command) = commands::parse(&message.parts) {
             // A command as the first message opens a conversation that waits for the next one.
@@ -761,7 +824,7 @@ impl Service {
 
     async fn follow_up(
         &self,
-        sender: &str,
+        sender: &Who,
         task_id: &str,
         message: &Message,
     ) -> Result<Intake, ServiceError> {
@@ -784,25 +847,29 @@ impl Service {
     async fn refuse(
         &self,
         stored: &StoredTask,
-        sender: &str,
+        who: &Who,
         message: &Message,
         reason: &str,
     ) -> Result<Intake, Retry> {
+        let sender = who.as_str();
+        self.refusals
+            .admit(&stored.record.id, sender)
+            .map_err(|retry_after_secs| {
+                Retry::Fail(ServiceError::RateLimited { retry_after_secs })
+            })?;
         let now = Utc::now();
         let text = format!("message not accepted: {reason}");
         let notice = view::notice(stored, &text, now, Some(&message.message_id));
         let mut update = TaskUpdate::new(stored.clone());
-        update.audit.push(AuditEntry {
-            at: now,
-            message_id: message.message_id.clone(),
-            participant_id: Some(sender.to_owned()),
-            accepted: false,
-            reason: reason.to_owned(),
-        });
+        let size = serde_json::to_vec(&message.parts).map_or(0, |b| b.len() as u64);
+        update.audit.push(
+            AuditEntry::new(now, &message.message_id, Some(sender), false, reason)
+                .describing(size, &text_of(message)),
+        );
         self.commit(vec![Change::Update(Box::new(update))])
             .await
             .map_err(Retry::from)?;
-        let task = if policy::authorize(&stored.record.extension, sender, Action::Read).is_ok() {
+        let task = if identity::authorize(&stored.record.extension, who, Action::Read).is_ok() {
             let mut task = view::task(&stored.record, None, None);
             task.status = notice.status.clone();
             task
@@ -818,10 +885,11 @@ impl Service {
 
     async fn follow_up_on(
         &self,
-        sender: &str,
+        who: &Who,
         stored: &StoredTask,
         message: &Message,
     ) -> Result<Intake, Retry> {
+        let sender = who.as_str();
         let record = &stored.record;
         if let Some(ctx) = &message.context_id
             && *ctx != record.context_id
@@ -831,11 +899,11 @@ impl Service {
                 record.context_id
             ))));
         }
-        if policy::authorize(&record.extension, sender, Action::Send).is_err() {
+        if identity::authorize(&record.extension, who, Action::Send).is_err() {
             return self
                 .refuse(
                     stored,
-                    sender,
+                    who,
                     message,
                     &AccessDenied::NotParticipant.to_string(),
                 )
@@ -857,7 +925,7 @@ impl Service {
                 return self
                     .refuse(
                         stored,
-                        sender,
+                        who,
                         message,
                         &format!("{}: {refused}", refused.code()),
                     )
@@ -866,6 +934,10 @@ impl Service {
         }
         let envelope =
             envelope::find_envelope(&message.parts).map_err(|e| Retry::Fail(domain_error(e)))?;
+        if let Some(Envelope::Recorded { .. }) = &envelope {
+            envelope::check_recorded(&record.extension, sender)
+                .map_err(|e| Retry::Fail(domain_error(e)))?;
+        }
         let mut edited = false;
         if let Some(Envelope::Task(payload)) = &envelope {
             let edit = envelope::apply_envelope(&record.extension, sender, payload)
@@ -1013,13 +1085,13 @@ impl Service {
         update.allowed_states = transition.from.to_vec();
         update.message_ids.push(message.message_id.clone());
         update.events.push(event.clone());
-        update.audit.push(AuditEntry {
-            at: now,
-            message_id: message.message_id.clone(),
-            participant_id: Some(sender.to_owned()),
-            accepted: true,
-            reason: "command".to_owned(),
-        });
+        update.audit.push(AuditEntry::new(
+            now,
+            &message.message_id,
+            Some(sender),
+            true,
+            "command",
+        ));
         update.record = Some(next.clone());
         let next_seq = stored.counters.events + 1;
         match self.commit(vec![Change::Update(Box::new(update))]).await {
@@ -1139,6 +1211,15 @@ impl Service {
         );
         first.chain(rest).boxed()
     }
+}
+
+/// Whether `child` names `parent_id` among its parents on this service.
+fn names_parent(child: &TaskRecord, parent_id: &str) -> bool {
+    child
+        .extension
+        .parent_tasks
+        .iter()
+        .any(|r| r.agent.is_none() && r.task_id == parent_id)
 }
 
 /// The sub-tasks on this service of `record` that have not ended.
@@ -1298,7 +1379,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: GetTaskRequest,
     ) -> Result<Task, ServiceError> {
-        let caller = identity::caller(ctx, self.default_participant())?;
+        let caller = self.caller(ctx)?;
         let history = view::history_limit(req.history_length)?;
         let stored = self.visible(&req.id, &caller).await?;
         self.full_view(&stored, history, true).await
@@ -1311,14 +1392,15 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: GetTaskRequest,
     ) -> Result<Box<RawValue>, ServiceError> {
-        let caller = identity::caller(ctx, self.default_participant())?;
+        let caller = self.caller(ctx)?;
+        identity::check(IdKind::Task, "id", &req.id)?;
         if view::history_limit(req.history_length)?.is_some() {
             return render(&self.get_task(ctx, req).await?);
         }
         let id = req.id;
         let not_found = || ServiceError::TaskNotFound(id.clone());
         let may_read = |ext: &task_core::extension::TaskExtension| {
-            policy::authorize(ext, &caller, Action::Read).is_ok()
+            identity::authorize(ext, &caller, Action::Read).is_ok()
         };
         let stored = match self.views.get(&id) {
             Some(kept) => match self
@@ -1357,7 +1439,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: ListTasksRequest,
     ) -> Result<ListTasksResponse, ServiceError> {
-        let caller = identity::caller(ctx, self.default_participant())?;
+        let caller = self.caller(ctx)?;
         let page_size = match req.page_size {
             None => 50,
             Some(n) if (1..=100).contains(&n) => n as usize,
@@ -1369,6 +1451,18 @@ impl A2aApi for Service {
         };
         // Lists carry no history unless asked: 50 full conversations would be a heavy page.
         let history = view::history_limit(req.history_length)?.or(Some(0));
+        if let Some(context) = req.context_id.as_deref().filter(|c| !c.is_empty()) {
+            identity::check(IdKind::Context, "contextId", context)?;
+        }
+        if req
+            .page_token
+            .as_ref()
+            .is_some_and(|t| t.len() > MAX_PAGE_TOKEN_BYTES)
+        {
+            return Err(ServiceError::InvalidParams(format!(
+                "pageToken is longer than {MAX_PAGE_TOKEN_BYTES} bytes"
+            )));
+        }
         let query = ListQuery {
             context_id: req.context_id.clone().filter(|c| !c.is_empty()),
             state: req.status.clone().filter(|s| *s != TaskState::Unspecified),
@@ -1378,11 +1472,16 @@ impl A2aApi for Service {
         };
         let page = self
             .store
-            .list(&caller, &query)
+            .list(&caller.id, &query)
             .await
             .map_err(store_error)?;
         let mut tasks = Vec::with_capacity(page.tasks.len());
         for stored in &page.tasks {
+            // The store lists by participant id; the policy decides (a self-asserted caller
+            // is not the agent participant it names).
+            if identity::authorize(&stored.record.extension, &caller, Action::Read).is_err() {
+                continue;
+            }
             tasks.push(
                 self.full_view(stored, history, req.include_artifacts.unwrap_or(false))
                     .await?,
@@ -1401,10 +1500,10 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: CancelTaskRequest,
     ) -> Result<Task, ServiceError> {
-        let caller = identity::caller(ctx, self.default_participant())?;
+        let caller = self.caller(ctx)?;
         for _ in 0..MAX_RETRIES {
             let stored = self.visible(&req.id, &caller).await?;
-            policy::authorize(&stored.record.extension, &caller, Action::Cancel).map_err(
+            identity::authorize(&stored.record.extension, &caller, Action::Cancel).map_err(
                 |denied| {
                     ServiceError::TaskNotCancelable(format!(
                         "the task cannot be canceled: {denied}"
@@ -1413,7 +1512,7 @@ impl A2aApi for Service {
             )?;
             let transition = Self::cancel_transition(&stored.record).map_err(domain_error)?;
             match self
-                .cancel_one(&stored, transition, &format!("canceled by {caller}"))
+                .cancel_one(&stored, transition, &format!("canceled by {}", caller.id))
                 .await
             {
                 Ok(canceled) => {
@@ -1432,7 +1531,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: SubscribeToTaskRequest,
     ) -> Result<EventStream, ServiceError> {
-        let caller = identity::caller(ctx, self.default_participant())?;
+        let caller = self.caller(ctx)?;
         let stored = self.visible(&req.id, &caller).await?;
         if lifecycle::TERMINAL.contains(stored.record.state()) {
             return Err(domain_error(DomainError::TaskTerminal(
@@ -1448,7 +1547,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: TaskPushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, ServiceError> {
-        let caller = identity::caller(ctx, self.default_participant())?;
+        let caller = self.caller(ctx)?;
         let stored = self.visible(&req.task_id, &caller).await?;
         check_webhook_url(&req.url, &self.webhook_policy()).await?;
         self.put_push_config(req, stored.counters.events).await
@@ -1459,7 +1558,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: GetTaskPushNotificationConfigRequest,
     ) -> Result<TaskPushNotificationConfig, ServiceError> {
-        let caller = identity::caller(ctx, self.default_participant())?;
+        let caller = self.caller(ctx)?;
         self.visible(&req.task_id, &caller).await?;
         self.store
             .get_push_config(&req.task_id, &req.id)
@@ -1474,7 +1573,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: ListTaskPushNotificationConfigsRequest,
     ) -> Result<ListTaskPushNotificationConfigsResponse, ServiceError> {
-        let caller = identity::caller(ctx, self.default_participant())?;
+        let caller = self.caller(ctx)?;
         self.visible(&req.task_id, &caller).await?;
         let configs = self
             .store
@@ -1492,7 +1591,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: DeleteTaskPushNotificationConfigRequest,
     ) -> Result<(), ServiceError> {
-        let caller = identity::caller(ctx, self.default_participant())?;
+        let caller = self.caller(ctx)?;
         self.visible(&req.task_id, &caller).await?;
         self.store
             .delete_push_config(&req.task_id, &req.id)
@@ -1505,7 +1604,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         _req: GetExtendedAgentCardRequest,
     ) -> Result<AgentCard, ServiceError> {
-        identity::caller(ctx, self.default_participant())?;
+        self.caller(ctx)?;
         self.config.extended_card.clone().ok_or_else(|| {
             ServiceError::UnsupportedOperation(
                 "this agent offers no extended agent card".to_owned(),

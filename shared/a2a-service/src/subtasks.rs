@@ -116,28 +116,54 @@ pub fn parent_notes(
         .collect()
 }
 
+/// Whether `parent` lists `child_id` among its sub-tasks. A link the service made is recorded
+/// on both ends (the child names the parent in `parent_tasks`, the parent the child in
+/// `sub_tasks`; a child relayed to a remote agent is a task here whose ref carries the remote
+/// agent), so a one-sided link, written by a client into a task stored before links were the
+/// service's own, carries nothing.
+pub fn lists_child(parent: &TaskRecord, child_id: &str) -> bool {
+    parent
+        .extension
+        .sub_tasks
+        .iter()
+        .any(|r| r.task_id == child_id)
+}
+
 /// Commits `changes` with the notes their changes of state owe the tasks' parents on this
 /// service. Returns the parents noted (their runners should look at their inboxes). A parent
-/// that ended takes no note: the commit is made again without them.
+/// that ended takes no note: the commit is made again without them. A parent that does not
+/// list the child as its sub-task takes none either (the link is not the service's).
 pub async fn commit(
     store: &dyn Store,
     changes: Vec<Change>,
     agent_id: &str,
 ) -> Result<Vec<String>, StoreError> {
     let now = Utc::now();
-    let notes: Vec<Change> = changes
-        .iter()
-        .flat_map(|change| match change {
-            Change::Update(update) => parent_notes(
-                Some(&update.base.record),
-                update.record.as_ref().unwrap_or(&update.base.record),
-                update.base.version + 1,
-                agent_id,
-                now,
-            ),
-            _ => Vec::new(),
-        })
-        .collect();
+    let mut notes: Vec<Change> = Vec::new();
+    for change in &changes {
+        let Change::Update(update) = change else {
+            continue;
+        };
+        let child = update.record.as_ref().unwrap_or(&update.base.record);
+        for note in parent_notes(
+            Some(&update.base.record),
+            child,
+            update.base.version + 1,
+            agent_id,
+            now,
+        ) {
+            let parent = store.get(note.task_id()).await?;
+            if parent.is_some_and(|p| lists_child(&p.record, &child.id)) {
+                notes.push(note);
+            } else {
+                tracing::warn!(
+                    task_id = %child.id,
+                    parent = %note.task_id(),
+                    "no note for a parent that does not list this task as its sub-task"
+                );
+            }
+        }
+    }
     if notes.is_empty() {
         store.commit(changes).await?;
         return Ok(Vec::new());

@@ -29,13 +29,13 @@ async fn writer_then_crash() {
     new.events = vec![status_event(&rec, "created")];
     new.history = vec![user_message("m-1", "hello")];
     new.message_ids = vec!["m-1".into()];
-    new.audit = vec![AuditEntry {
-        at: at(0),
-        message_id: "m-1".into(),
-        participant_id: Some("alice".into()),
-        accepted: true,
-        reason: "accepted".into(),
-    }];
+    new.audit = vec![AuditEntry::new(
+        at(0),
+        "m-1",
+        Some("alice"),
+        true,
+        "accepted",
+    )];
     store
         .commit(vec![Change::Create(Box::new(new))])
         .await

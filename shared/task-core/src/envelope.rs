@@ -18,6 +18,7 @@ use crate::error::DomainError;
 use crate::extension::{
     Lifecycle, Participant, ParticipantKind, Role, SERVER_CONTROLLED_FIELDS, TaskExtension,
 };
+use crate::ids::{self, IdKind};
 use crate::policy::{self, Action};
 use crate::{EVENT_MEDIA_TYPE, TASK_MEDIA_TYPE};
 
@@ -205,6 +206,8 @@ pub fn new_task_extension(
         Some(payload) => {
             refuse_server_controlled(payload)?;
             let mut ext = TaskExtension::from_value(&Value::Object(payload.clone()))?;
+            refuse_local_links(&ext)?;
+            check_participant_ids(&ext)?;
             if ext.participant(sender).is_none() {
                 ext.participants.push(Participant::new(
                     sender,
@@ -226,6 +229,10 @@ pub fn new_task_extension(
             )),
         }
     }
+    // The service's own id is always its agent, whatever kind the envelope said.
+    if let Some(agent) = ext.participant_mut(agent_id) {
+        agent.kind = ParticipantKind::Agent;
+    }
     ext.lifecycle = Some(if ext.parent_tasks.is_empty() {
         Lifecycle::Conversation
     } else {
@@ -233,6 +240,39 @@ pub fn new_task_extension(
     });
     ext.check_semantics()?;
     Ok(ext)
+}
+
+/// Links to tasks on this service are the service's own (SPEC section 9): a client may name
+/// tasks on other agents (`agent` set), as information, but never a task here.
+fn refuse_local_links(ext: &TaskExtension) -> Result<(), DomainError> {
+    let mut local = Vec::new();
+    if let Some(i) = ext.parent_tasks.iter().position(|r| r.agent.is_none()) {
+        local.push(format!("parent_tasks[{i}]"));
+    }
+    if let Some(i) = ext.sub_tasks.iter().position(|r| r.agent.is_none()) {
+        local.push(format!("sub_tasks[{i}]"));
+    }
+    if let Some(plan) = &ext.plan {
+        for (i, step) in plan.steps.iter().enumerate() {
+            if let Some(j) = step.linked_tasks.iter().position(|r| r.agent.is_none()) {
+                local.push(format!("plan.steps[{i}].linked_tasks[{j}]"));
+                break;
+            }
+        }
+    }
+    if local.is_empty() {
+        Ok(())
+    } else {
+        Err(DomainError::LinkNotAllowed(local.join(", ")))
+    }
+}
+
+/// Participant ids obey the limits of every client-sent id.
+fn check_participant_ids(ext: &TaskExtension) -> Result<(), DomainError> {
+    for (i, p) in ext.participants.iter().enumerate() {
+        ids::check(IdKind::Participant, &format!("participants[{i}].id"), &p.id)?;
+    }
+    Ok(())
 }
 
 /// The result of applying an envelope to an existing task.
@@ -280,12 +320,22 @@ pub fn apply_envelope(
         }
     }
     let task = TaskExtension::from_value(&merged)?;
+    if payload.contains_key("participants") {
+        check_participant_ids(&task)?;
+    }
     let changed = OPEN_FIELDS
         .into_iter()
         .chain(ADMIN_FIELDS)
         .filter(|k| before.get(*k) != merged.get(*k))
         .collect();
     Ok(EnvelopeEdit { task, changed })
+}
+
+/// Whether `actor` may send a `status_update` / `artifact_update` envelope to the task: not
+/// a watcher (watchers comment; a reported event is recorded as the actor's report).
+pub fn check_recorded(current: &TaskExtension, actor: &str) -> Result<(), DomainError> {
+    policy::authorize(current, actor, Action::SendEvent)?;
+    Ok(())
 }
 
 /// How a recorded `status_update` / `artifact_update` envelope enters the history: framed, so
@@ -529,15 +579,120 @@ mod tests {
             .collect();
         assert_eq!(roles, [("agent", Role::Assignee), ("bob", Role::Reporter)]);
 
+        // A parent on another agent is information the client may give.
         let child = new_task_extension(
             "bob",
             "agent",
             "",
             Some(&obj(json!({"name": "n", "goal": "g",
-            "parent_tasks": [{"task_id": "p"}]}))),
+            "parent_tasks": [{"task_id": "p", "agent": {"kind": "agent", "id": "planner"}}]}))),
         )
         .expect("ok");
         assert_eq!(child.lifecycle, Some(Lifecycle::Delegated));
+
+        // The service's own id is its agent, whatever kind the envelope gave it.
+        let ext = new_task_extension(
+            "bob",
+            "agent",
+            "",
+            Some(&obj(json!({"name": "n", "goal": "g", "participants": [
+            {"id": "agent", "kind": "human", "role": "watcher"}]}))),
+        )
+        .expect("ok");
+        assert_eq!(
+            ext.participant("agent").map(|p| (p.kind, p.role)),
+            Some((ParticipantKind::Agent, Role::Assignee))
+        );
+    }
+
+    #[test]
+    fn a_new_task_may_not_link_tasks_on_this_service() {
+        let remote = json!({"kind": "agent", "id": "billing"});
+        let cases = [
+            (
+                json!({"name": "x", "goal": "y", "sub_tasks": [{"task_id": "victim"}]}),
+                "sub_tasks[0]",
+            ),
+            (
+                json!({"name": "x", "goal": "y", "parent_tasks": [
+                    {"task_id": "r", "agent": remote}, {"task_id": "victim"}]}),
+                "parent_tasks[1]",
+            ),
+            (
+                json!({"name": "x", "goal": "y", "plan": {"steps": [
+                    {"id": "a", "name": "A"},
+                    {"id": "b", "name": "B", "linked_tasks": [{"task_id": "victim"}]}]}}),
+                "plan.steps[1].linked_tasks[0]",
+            ),
+            (
+                json!({"name": "x", "goal": "y", "sub_tasks": [{"task_id": "v1"}],
+                       "parent_tasks": [{"task_id": "v2", "agent": null}]}),
+                "parent_tasks[0], sub_tasks[0]",
+            ),
+        ];
+        for (payload, named) in cases {
+            let err = new_task_extension("a", "agent", "", Some(&obj(payload.clone())))
+                .expect_err("refused");
+            assert_eq!(
+                err,
+                DomainError::LinkNotAllowed(named.to_owned()),
+                "{payload}"
+            );
+            assert!(
+                err.to_string().starts_with(&format!(
+                    "task envelope cannot set {named}: links to tasks on this service"
+                )),
+                "{err}"
+            );
+        }
+        // Links to tasks on other agents are kept as they were given.
+        let ext = new_task_extension(
+            "a",
+            "agent",
+            "",
+            Some(&obj(json!({"name": "x", "goal": "y",
+                "sub_tasks": [{"task_id": "r1", "agent": remote, "state": "TASK_STATE_WORKING"}],
+                "plan": {"steps": [{"id": "a", "name": "A",
+                    "linked_tasks": [{"task_id": "r1", "agent": remote}]}]}}))),
+        )
+        .expect("remote links are information");
+        assert_eq!(ext.sub_tasks[0].task_id, "r1");
+        assert!(ext.sub_tasks[0].agent.is_some());
+    }
+
+    #[test]
+    fn participant_ids_are_bounded() {
+        for (id, why) in [
+            ("", "is blank"),
+            (&*"p".repeat(300), "longer than 256 bytes"),
+        ] {
+            let payload = obj(json!({"name": "x", "goal": "y", "participants": [
+                {"id": "a", "kind": "human", "role": "reporter"},
+                {"id": id, "kind": "human", "role": "watcher"}]}));
+            let err = new_task_extension("a", "agent", "", Some(&payload)).expect_err("refused");
+            assert!(
+                err.to_string()
+                    .starts_with("invalid id: participants[1].id")
+                    && err.to_string().contains(why),
+                "{err}"
+            );
+            let edit = obj(json!({"participants": [
+                {"id": "ops", "kind": "human", "role": "admin"},
+                {"id": id, "kind": "human", "role": "watcher"}]}));
+            let err = apply_envelope(&team(), "ops", &edit).expect_err("refused");
+            assert!(err.to_string().contains(why), "{err}");
+        }
+    }
+
+    #[test]
+    fn watchers_may_not_send_event_envelopes() {
+        let task = team();
+        assert_eq!(
+            check_recorded(&task, "wes").map_err(|e| e.to_string()),
+            Err("a watcher may not send event envelopes".to_owned())
+        );
+        assert!(check_recorded(&task, "alice").is_ok());
+        assert!(check_recorded(&task, "mallory").is_err());
     }
 
     #[test]

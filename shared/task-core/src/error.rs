@@ -24,6 +24,18 @@ pub enum DomainError {
     /// An envelope on an existing task that touches keys outside the editable ones (-32602).
     #[error("task envelope cannot change {0}")]
     FieldNotEditable(String),
+    /// A client-sent id outside the limits of [`crate::ids`] (-32602).
+    #[error("invalid id: {0}")]
+    InvalidId(String),
+    /// A new-task envelope that links tasks on this service (`sub_tasks`, `parent_tasks`,
+    /// steps' `linked_tasks` without `agent`): only the service makes those links (-32602).
+    #[error(
+        "task envelope cannot set {0}: links to tasks on this service are made only by the service (links to tasks on other agents, with \"agent\" set, are accepted as information)"
+    )]
+    LinkNotAllowed(String),
+    /// An id reserved for an agent, claimed without a verified identity for it (-32602).
+    #[error("{0}")]
+    ReservedIdentity(String),
     /// The participant policy said no.
     #[error(transparent)]
     Denied(#[from] AccessDenied),

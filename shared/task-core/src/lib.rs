@@ -37,6 +37,7 @@ pub mod commands;
 pub mod envelope;
 pub mod error;
 pub mod extension;
+pub mod ids;
 pub mod lifecycle;
 pub mod plan;
 pub mod policy;

@@ -5,6 +5,7 @@
 //! | read (get, list, subscribe) |   yes    |   yes    |   yes   |  yes  |          yes          |
 //! | send a message (comment)    |   yes    |   yes    |   yes   |  yes  |          yes          |
 //! | send a `/model` `/effort`   |   yes    |   yes    |   no    |  yes  |     as its role       |
+//! | send an event envelope (`status_update`, `artifact_update`) | yes | yes | no | yes | as its role |
 //! | envelope: name, description, acceptance_criteria | yes | yes | no | yes | as its role   |
 //! | envelope: participants      |    no    |    no    |   no    |  yes  |     as its role       |
 //! | change a role               |    no    |    no    |   no    |  yes  |     as its role       |
@@ -23,6 +24,7 @@ pub enum Action {
     Read,
     Send,
     Command,
+    SendEvent,
     EditTask,
     EditParticipants,
     ChangeRole,
@@ -30,10 +32,11 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 7] = [
+    pub const ALL: [Action; 8] = [
         Action::Read,
         Action::Send,
         Action::Command,
+        Action::SendEvent,
         Action::EditTask,
         Action::EditParticipants,
         Action::ChangeRole,
@@ -44,7 +47,7 @@ impl Action {
         use Role::*;
         match self {
             Action::Read | Action::Send => &[Assignee, Reporter, Watcher, Admin],
-            Action::Command | Action::EditTask => &[Assignee, Reporter, Admin],
+            Action::Command | Action::SendEvent | Action::EditTask => &[Assignee, Reporter, Admin],
             Action::EditParticipants | Action::ChangeRole => &[Admin],
             Action::Cancel => &[Reporter, Admin],
         }
@@ -57,6 +60,7 @@ impl fmt::Display for Action {
             Action::Read => "read this task",
             Action::Send => "send messages to this task",
             Action::Command => "send commands",
+            Action::SendEvent => "send event envelopes",
             Action::EditTask => "edit this task",
             Action::EditParticipants => "change participants",
             Action::ChangeRole => "change roles",
@@ -131,12 +135,12 @@ mod tests {
                 assert_eq!(got, allowed.contains(&action), "{who} {action:?}");
             }
         };
-        expect("asg", &[Read, Send, Command, EditTask]);
-        expect("rep", &[Read, Send, Command, EditTask, Cancel]);
+        expect("asg", &[Read, Send, Command, SendEvent, EditTask]);
+        expect("rep", &[Read, Send, Command, SendEvent, EditTask, Cancel]);
         expect("wat", &[Read, Send]);
         expect("adm", &Action::ALL);
         // On a top-level task the agent is an assignee like any other.
-        expect("bot", &[Read, Send, Command, EditTask]);
+        expect("bot", &[Read, Send, Command, SendEvent, EditTask]);
         expect("stranger", &[]);
     }
 
@@ -161,6 +165,10 @@ mod tests {
         assert_eq!(
             msg("wat", Action::EditTask),
             "a watcher may not edit this task"
+        );
+        assert_eq!(
+            msg("wat", Action::SendEvent),
+            "a watcher may not send event envelopes"
         );
         assert_eq!(
             msg("rep", Action::EditParticipants),

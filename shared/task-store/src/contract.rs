@@ -1457,16 +1457,18 @@ pub async fn inbox(store: Arc<dyn Store>) {
 }
 
 pub async fn audit_log(store: Arc<dyn Store>) {
-    let entry = |secs, id: &str, accepted| AuditEntry {
-        at: at(secs),
-        message_id: id.into(),
-        participant_id: Some("mallory".into()),
-        accepted,
-        reason: if accepted {
-            "accepted".into()
-        } else {
-            "not a participant".into()
-        },
+    let entry = |secs, id: &str, accepted| {
+        AuditEntry::new(
+            at(secs),
+            id,
+            Some("mallory"),
+            accepted,
+            if accepted {
+                "accepted"
+            } else {
+                "not a participant"
+            },
+        )
     };
     let rec = record("t-1", "ctx", TEAM, TaskState::Working, at(0));
     let mut new = NewTask::new(rec);
@@ -1477,15 +1479,19 @@ pub async fn audit_log(store: Arc<dyn Store>) {
         .expect("create");
     let base = store.get("t-1").await.expect("get").expect("exists");
     let mut u = update(&base);
-    u.audit = vec![entry(1, "m-1", false), entry(1, "m-2", false)];
+    // A refusal keeps the size and a short excerpt of what was refused, never all of it.
+    let described = entry(1, "m-2", false).describing(1_800_000, &"x".repeat(10_000));
+    u.audit = vec![entry(1, "m-1", false), described.clone()];
     commit_one(&*store, u).await.expect("audit");
     assert_eq!(
         store.audit("t-1").await.expect("audit"),
-        vec![
-            entry(0, "m-0", true),
-            entry(1, "m-1", false),
-            entry(1, "m-2", false)
-        ]
+        vec![entry(0, "m-0", true), entry(1, "m-1", false), described]
+    );
+    let kept = store.audit("t-1").await.expect("audit");
+    assert_eq!(kept[2].size_bytes, Some(1_800_000));
+    assert_eq!(
+        kept[2].excerpt.as_deref().map(str::len),
+        Some(crate::AUDIT_EXCERPT_CHARS)
     );
 }
 

@@ -122,6 +122,57 @@ pub struct AuditEntry {
     pub participant_id: Option<String>,
     pub accepted: bool,
     pub reason: String,
+    /// A refused message's size in bytes (its parts as JSON), instead of the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+    /// The first characters of a refused message's text, at most [`AUDIT_EXCERPT_CHARS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excerpt: Option<String>,
+}
+
+/// The longest excerpt of a refused message an audit entry keeps, in characters.
+pub const AUDIT_EXCERPT_CHARS: usize = 120;
+/// The longest reason an audit entry keeps, in bytes.
+pub const AUDIT_REASON_BYTES: usize = 512;
+
+impl AuditEntry {
+    /// An intake decision about message `message_id` from `participant_id` (ids the service
+    /// has checked against the id limits); the reason is cut at [`AUDIT_REASON_BYTES`].
+    pub fn new(
+        at: DateTime<Utc>,
+        message_id: &str,
+        participant_id: Option<&str>,
+        accepted: bool,
+        reason: &str,
+    ) -> Self {
+        Self {
+            at,
+            message_id: message_id.to_owned(),
+            participant_id: participant_id.map(str::to_owned),
+            accepted,
+            reason: cut(reason, AUDIT_REASON_BYTES),
+            size_bytes: None,
+            excerpt: None,
+        }
+    }
+
+    /// With the size and a short excerpt of the refused message, never the message itself:
+    /// a refusal costs the store a bounded record, whatever was sent.
+    pub fn describing(mut self, size_bytes: u64, text: &str) -> Self {
+        self.size_bytes = Some(size_bytes);
+        let excerpt: String = text.chars().take(AUDIT_EXCERPT_CHARS).collect();
+        self.excerpt = (!excerpt.is_empty()).then_some(excerpt);
+        self
+    }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
 }
 
 /// A push notification config as stored (the A2A shape, with its id always set).
