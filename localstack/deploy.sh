@@ -69,10 +69,12 @@ wait_for_localstack() {
   exit 1
 }
 
+# AuthMode=none, explicitly (the template defaults to jwt): a LocalStack stack has no issuer,
+# and its identities are self-asserted (X-Participant-Id), fit for a local emulator only.
 deploy() { # deploy <PublicBaseUrl>
   sam deploy -t .aws-sam/build/template.yaml --stack-name "$stack" --resolve-s3 \
     --capabilities CAPABILITY_IAM --no-confirm-changeset --no-fail-on-empty-changeset \
-    --parameter-overrides "StageName=$stage" "DefaultParticipant=$participant" \
+    --parameter-overrides "StageName=$stage" "AuthMode=none" "DefaultParticipant=$participant" \
     "PublicBaseUrl=$1" "LogRetentionDays=1"
 }
 

@@ -12,6 +12,7 @@
 //! | `JWT_AUDIENCE` | (required) | the audience: the token's `aud` (a string or an array) must contain it |
 //! | `JWT_JWKS_URL` | discovered | the issuer's JWKS; unset, the `jwks_uri` of `{issuer}/.well-known/openid-configuration` (a trailing `/` of the issuer is dropped first) |
 //! | `JWT_ALGORITHMS` | `RS256,ES256` | the signature algorithms accepted, separated by commas (`RS*`, `PS*`, `ES256`, `ES384`, `EdDSA`); `none` and the shared-secret `HS*` are refused |
+//! | `AGENT_ID` | `tiny-harness` | the service agent's participant id, as the other functions read it: a token whose `sub` is this id is refused |
 //!
 //! # Behaviour
 //!
@@ -19,12 +20,17 @@
 //! is accepted when its header's `alg` is one of `JWT_ALGORITHMS`, its `kid` names a key of
 //! the issuer's JWKS (whose own `alg` and `use`, where given, agree: `alg` the token's, `use`
 //! `sig`) and its signature verifies with that key, `iss` is `JWT_ISSUER`, `aud` contains
-//! `JWT_AUDIENCE`, `exp` is present and `exp`/`nbf` hold with 60 s of leeway, and `sub` is a
-//! non-empty string. The answer is then an IAM policy allowing `execute-api:Invoke` on every
+//! `JWT_AUDIENCE`, `exp` is present and `exp`/`nbf` hold with [`LEEWAY_SECS`] (30 s) of leeway,
+//! and `sub` is a non-empty string other than `AGENT_ID` (the agent's id is reserved: a caller
+//! acting as the agent would see every task). The answer is then an IAM policy allowing `execute-api:Invoke` on every
 //! method and path of the stage the request came through, `arn:{partition}:execute-api:
 //! {region}:{account}:{apiId}/{stage}/*/*` (derived from the event's `methodArn`, so that a
 //! policy API Gateway caches for the token covers every route), with `principalId` = `sub`
 //! and the context `{"sub": sub}`.
+//!
+//! API Gateway caches that answer per token for the template's `AuthorizerCacheSeconds` (at
+//! most 60), so a token keeps working at most `LEEWAY_SECS` + that cache time (90 s with the
+//! defaults) past its `exp`.
 //!
 //! A missing, malformed or refused token is answered with the error `Unauthorized` (exactly
 //! that message: API Gateway then answers 401); why is logged at info, never the token. A JWKS
@@ -60,12 +66,16 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
+use a2a_service::config::ServiceConfig;
+
 use crate::config::{ConfigError, invalid, var};
 
 /// The algorithms accepted when `JWT_ALGORITHMS` is unset.
 pub const DEFAULT_ALGORITHMS: [Algorithm; 2] = [Algorithm::RS256, Algorithm::ES256];
-/// Clock skew tolerated on `exp` and `nbf`, in seconds.
-pub const LEEWAY_SECS: u64 = 60;
+/// Clock skew tolerated on `exp` and `nbf`, in seconds. Small, because it adds to API
+/// Gateway's cache of the answer in how long a token works past its `exp` (issuers and Lambda
+/// keep NTP time; 30 s covers ordinary skew).
+pub const LEEWAY_SECS: u64 = 30;
 /// The shortest time between two fetches of the JWKS caused by requests (an unknown `kid`, a
 /// refresh of old keys).
 pub const MIN_REFETCH_INTERVAL: Duration = Duration::from_secs(60);
@@ -87,6 +97,9 @@ pub struct AuthorizerConfig {
     pub jwks_url: Option<Url>,
     /// `JWT_ALGORITHMS`: the signature algorithms accepted (default RS256 and ES256).
     pub algorithms: Vec<Algorithm>,
+    /// `AGENT_ID`: the service agent's participant id (default as the functions'), which no
+    /// token's subject may be.
+    pub agent_id: String,
 }
 
 /// Whether `url` may be fetched: `https`, or `http` to a loopback host.
@@ -169,11 +182,16 @@ impl AuthorizerConfig {
             None => DEFAULT_ALGORITHMS.to_vec(),
             Some(list) => parse_algorithms(&list).map_err(|e| invalid("JWT_ALGORITHMS", e))?,
         };
+        // Read exactly as the functions read it (`FunctionConfig`), with the same default.
+        let agent_id = lookup("AGENT_ID")
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| ServiceConfig::local(String::new()).agent_id);
         Ok(Self {
             issuer,
             audience,
             jwks_url,
             algorithms,
+            agent_id,
         })
     }
 
@@ -434,6 +452,9 @@ impl Authorizer {
         let data = jsonwebtoken::decode::<Claims>(token, &key, &validation)
             .map_err(|e| unauthorized(format!("token refused (key {kid:?}): {e}")))?;
         match data.claims.sub {
+            Some(subject) if subject == self.config.agent_id => Err(unauthorized(
+                "the subject is the service agent's id, which is reserved",
+            )),
             Some(subject) if !subject.is_empty() => Ok(subject),
             _ => Err(unauthorized("the token has no subject (sub)")),
         }
@@ -570,6 +591,7 @@ mod tests {
         assert_eq!(c.audience, "tiny-harness");
         assert_eq!(c.jwks_url, None);
         assert_eq!(c.algorithms, vec![Algorithm::RS256, Algorithm::ES256]);
+        assert_eq!(c.agent_id, "tiny-harness", "the functions' default");
         assert_eq!(
             c.discovery_url().expect("url").as_str(),
             "https://issuer.example/.well-known/openid-configuration"
@@ -580,8 +602,10 @@ mod tests {
             ("JWT_AUDIENCE", "aud"),
             ("JWT_JWKS_URL", "http://localhost:8080/certs"),
             ("JWT_ALGORITHMS", " ES384, PS256 ,ES384"),
+            ("AGENT_ID", "billing-agent"),
         ])
         .expect("loopback http is allowed");
+        assert_eq!(c.agent_id, "billing-agent");
         assert_eq!(c.algorithms, vec![Algorithm::ES384, Algorithm::PS256]);
         assert_eq!(
             c.jwks_url.as_ref().map(Url::as_str),

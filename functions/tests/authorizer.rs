@@ -1,8 +1,9 @@
 //! The JWT authorizer in process, against a loopback issuer (axum on 127.0.0.1:0) that serves
 //! its discovery document and a JWKS made of the test-only keys in `fixtures/jwt/`: tokens
 //! signed in the test are allowed for the whole stage with their subject as the principal, or
-//! refused with `Unauthorized`; a rotated key is picked up by a refetch (at most one per
-//! interval); an issuer that cannot be reached is an error other than `Unauthorized`.
+//! refused with `Unauthorized` (the service agent's own id among the refused subjects); a
+//! rotated key is picked up by a refetch (at most one per interval); an issuer that cannot be
+//! reached is an error other than `Unauthorized`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
@@ -221,11 +222,11 @@ async fn valid_tokens_are_allowed_for_the_whole_stage_with_their_subject() {
     let lower = event(Some(&format!("bearer   {token} ")));
     assert_allowed(&authorizer.handle(&lower).await.unwrap(), "bob");
 
-    // `aud` as an array that contains the audience; `exp` and `nbf` within the leeway.
+    // `aud` as an array that contains the audience; `exp` and `nbf` within the 30 s leeway.
     let mut claims = issuer.claims("carol");
     claims["aud"] = json!(["another-api", AUDIENCE]);
-    claims["exp"] = json!(now() - 30);
-    claims["nbf"] = json!(now() + 30);
+    claims["exp"] = json!(now() - 15);
+    claims["nbf"] = json!(now() + 15);
     let token = sign(ES256, &claims);
     assert_allowed(&authorizer.handle(&bearer(&token)).await.unwrap(), "carol");
 
@@ -282,6 +283,18 @@ async fn invalid_or_missing_tokens_are_unauthorized() {
             "expired beyond the leeway",
             "ExpiredSignature",
             with(&|c| c["exp"] = json!(now() - 120)),
+        ),
+        // The leeway is 30 s (it adds to API Gateway's cache in how long a token outlives
+        // its `exp`): 45 s past `exp` is too late.
+        (
+            "expired 45 s ago",
+            "ExpiredSignature",
+            with(&|c| c["exp"] = json!(now() - 45)),
+        ),
+        (
+            "not yet valid in 45 s",
+            "ImmatureSignature",
+            with(&|c| c["nbf"] = json!(now() + 45)),
         ),
         ("no expiry", "claim: exp", with(&|c| remove(c, "exp"))),
         (
@@ -396,6 +409,41 @@ async fn invalid_or_missing_tokens_are_unauthorized() {
 
 fn remove(claims: &mut Value, name: &str) {
     claims.as_object_mut().unwrap().remove(name);
+}
+
+#[tokio::test]
+async fn the_service_agents_id_is_no_subject() {
+    let issuer = Issuer::start(&[ES256]).await;
+
+    // AGENT_ID unset: the functions' default, `tiny-harness`.
+    let authorizer = issuer.authorizer();
+    let result = authorizer
+        .handle(&bearer(&sign(ES256, &issuer.claims("tiny-harness"))))
+        .await;
+    assert!(
+        matches!(&result, Err(AuthorizerError::Unauthorized(r)) if r.contains("reserved")),
+        "{result:?}"
+    );
+    assert_unauthorized(result);
+
+    // AGENT_ID set: that id is reserved, and the default one is an ordinary subject again.
+    let authorizer = issuer.authorizer_with(&[("AGENT_ID", "billing-agent")]);
+    assert_unauthorized(
+        authorizer
+            .handle(&bearer(&sign(ES256, &issuer.claims("billing-agent"))))
+            .await,
+    );
+    let token = sign(ES256, &issuer.claims("tiny-harness"));
+    assert_allowed(
+        &authorizer.handle(&bearer(&token)).await.unwrap(),
+        "tiny-harness",
+    );
+    // Only the exact id: a subject that merely contains it is someone else.
+    let token = sign(ES256, &issuer.claims("billing-agent-2"));
+    assert_allowed(
+        &authorizer.handle(&bearer(&token)).await.unwrap(),
+        "billing-agent-2",
+    );
 }
 
 #[tokio::test]

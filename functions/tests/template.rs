@@ -4,8 +4,11 @@
 //! the table's keys, indexes, stream and TTL are the adapter's; and each function's policy
 //! allows exactly the DynamoDB actions it needs, which are actions the adapter calls.
 //!
-//! The check is one function over the parsed template, so each test below also removes a
-//! route, a function, a table key or a permission and shows the check failing on it.
+//! The front door (authentication default, authorizer cache, throttling, WAF, the 429 bodies)
+//! is checked by `template/front_door.rs`.
+//!
+//! Each check is one function over the parsed template, so each test below also removes a
+//! route, a function, a table key, a permission or a limit and shows the check failing on it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,6 +19,8 @@ use serde_yaml_ng::Value;
 use store_dynamodb::schema;
 
 mod common;
+#[path = "template/front_door.rs"]
+mod front_door;
 
 /// The A2A routes as API Gateway sees them (whole segments, so `:cancel` and `:subscribe`
 /// live in `{id}`), with the methods each carries.
@@ -491,6 +496,108 @@ fn a_missing_or_extra_permission_fails_the_check() {
         &t,
         "list-tasks is allowed dynamodb:Scan, which no code calls",
     );
+}
+
+#[test]
+fn the_front_door_is_as_the_issue_requires() {
+    let problems = front_door::problems(&template());
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+fn front_door_fails_with(template: &Value, expected: &str) {
+    let problems = front_door::problems(template);
+    assert!(
+        problems.iter().any(|p| p.contains(expected)),
+        "expected a problem containing {expected:?}, got {problems:#?}"
+    );
+}
+
+/// The OpenAPI body of the API.
+fn body(t: &mut Value) -> &mut Value {
+    &mut t["Resources"]["Api"]["Properties"]["DefinitionBody"]
+}
+
+#[test]
+fn a_weaker_authentication_setting_fails_the_check() {
+    let mut t = template();
+    t["Parameters"]["AuthMode"]["Default"] = Value::String("none".into());
+    front_door_fails_with(&t, "AuthMode does not default to jwt");
+
+    let mut t = template();
+    remove(&mut t, &["Rules"], "JwtNeedsIssuerAndAudience");
+    front_door_fails_with(&t, "no rule refuses AuthMode jwt");
+
+    let mut t = template();
+    body(&mut t)["components"]["securitySchemes"]["jwt"]["x-amazon-apigateway-authorizer"]["authorizerResultTtlInSeconds"] =
+        Value::Number(300.into());
+    front_door_fails_with(&t, "the authorizer's results are cached for");
+
+    let mut t = template();
+    t["Parameters"]["AuthorizerCacheSeconds"]["MaxValue"] = Value::Number(3600.into());
+    front_door_fails_with(&t, "AuthorizerCacheSeconds is not bounded to 0..=60");
+
+    let mut t = template();
+    remove(
+        &mut t,
+        &["Globals", "Function", "Environment", "Variables"],
+        "AGENT_ID",
+    );
+    front_door_fails_with(&t, "the functions' Globals set no AGENT_ID");
+}
+
+#[test]
+fn a_wrong_or_missing_limit_fails_the_check() {
+    let mut t = template();
+    t["Resources"]["Api"]["Properties"]["MethodSettings"][0]["ThrottlingRateLimit"] =
+        Value::Number(100.into());
+    front_door_fails_with(
+        &t,
+        "the stage's ThrottlingRateLimit is not !Ref ApiThrottlingRateLimit",
+    );
+
+    let mut t = template();
+    remove(
+        &mut t,
+        &[
+            "Resources",
+            "Api",
+            "Properties",
+            "DefinitionBody",
+            "x-amazon-apigateway-gateway-responses",
+            "THROTTLED",
+            "responseParameters",
+        ],
+        "gatewayresponse.header.Retry-After",
+    );
+    front_door_fails_with(&t, "THROTTLED: Retry-After");
+
+    // A body that is not JSON, and one that is JSON but another error.
+    let mut t = template();
+    let templates = &mut body(&mut t)["x-amazon-apigateway-gateway-responses"]["THROTTLED"]["responseTemplates"]
+        ["application/json"];
+    *templates = Value::String(templates.as_str().unwrap().replace("}}", "}"));
+    front_door_fails_with(&t, "THROTTLED: the body is not JSON");
+    let mut t = template();
+    let templates = &mut body(&mut t)["x-amazon-apigateway-gateway-responses"]["THROTTLED"]["responseTemplates"]
+        ["application/json"];
+    *templates = Value::String(templates.as_str().unwrap().replace("-32000", "-32603"));
+    front_door_fails_with(&t, "THROTTLED: the error code is not -32000");
+
+    let mut t = template();
+    remove(&mut t["Resources"], &["WebAclAssociation"], "Condition");
+    front_door_fails_with(&t, "WebAclAssociation is not conditional on HasWaf");
+
+    let mut t = template();
+    t["Parameters"]["WafRateWindowSeconds"]["AllowedValues"]
+        .as_sequence_mut()
+        .unwrap()
+        .push(Value::Number(30.into()));
+    front_door_fails_with(&t, "WafRateWindowSeconds allows");
+
+    let mut t = template();
+    let rule = &mut t["Resources"]["WebAcl"]["Properties"]["Rules"][0];
+    rule["Statement"]["RateBasedStatement"]["AggregateKeyType"] = Value::String("CONSTANT".into());
+    front_door_fails_with(&t, "the rate rule is not per IP");
 }
 
 /// Just enough of Cargo.toml: the `[[bin]]` tables' names and paths.

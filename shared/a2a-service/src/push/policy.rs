@@ -19,10 +19,22 @@
 //! IPs are checked directly, they are never resolved). Redirects are not followed and
 //! proxies are not used (a proxy would resolve the name itself).
 //!
+//! # IPv4 inside IPv6
+//!
+//! An IPv6 address that carries an IPv4 address can reach that IPv4 host (through the
+//! kernel's dual stack, a translator or a tunnel), so every IPv4 address an IPv6 address may
+//! stand for is decoded and the IPv4 rules apply to each; the strictest verdict wins (see
+//! [`embedded_v4`]): IPv4-mapped, IPv4-translated, IPv4-compatible, NAT64 with the well-known
+//! prefix and with the local-use prefix `64:ff9b:1::/48`, 6to4, Teredo (server and client)
+//! and ISATAP interface ids.
+//!
 //! What remains: a public address that the network routes to something internal (the
-//! operator's own public IPs, a NAT or load balancer in front of internal services), and
-//! IPv6 transition prefixes we do not decode (Teredo `2001::/32`); a webhook receiver that
-//! answers a plain 2xx is all we ever learn from it, as no response body is read.
+//! operator's own public IPs, a NAT or load balancer in front of internal services); a NAT64
+//! prefix of the operator's own (a network-specific prefix, which an address does not name);
+//! and a local-use NAT64 translator at /48, /56 or /64 that ignores a non-zero RFC 6052
+//! suffix (such addresses are read in their /96 form only, see [`nat64_local_use`]). A webhook
+//! receiver that answers a plain 2xx is all we ever learn from it, as no response body is
+//! read.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -93,23 +105,83 @@ fn classify_v4(ip: Ipv4Addr) -> Option<AddressClass> {
     }
 }
 
-/// The IPv4 address an IPv6 address stands for, when it embeds one: IPv4-mapped
-/// (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`, deprecated), NAT64 (`64:ff9b::/96`),
-/// 6to4 (`2002:AABB:CCDD::/48`).
-fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+/// `len` bits of `bits` starting `from` bits after its most significant one.
+fn bits_at(bits: u128, from: u32, len: u32) -> u32 {
+    ((bits >> (128 - from - len)) & ((1u128 << len) - 1)) as u32
+}
+
+/// The IPv4 addresses of a local-use NAT64 address (`64:ff9b:1::/48`, RFC 8215: a translator
+/// may use it, or a longer prefix inside it, at the RFC 6052 lengths 48, 56, 64 or 96). RFC
+/// 6052 section 2.2 places the 32 IPv4 bits around the reserved octet `u` (bits 64..71, zero)
+/// by prefix length; the bits after them are the suffix (zero):
+///
+/// | prefix | IPv4 bits | suffix |
+/// |---|---|---|
+/// | /96 | 96..127 | none |
+/// | /64 | 72..103 | 104..127 |
+/// | /56 | 56..63 and 72..95 | 96..127 |
+/// | /48 | 48..63 and 72..87 | 88..127 |
+///
+/// An address does not say which length its network uses, so each reading that fits it is
+/// taken and the strictest verdict wins:
+///
+/// - /96, always: as deployed (DNS64 synthesising `64:ff9b:1::/96`, or a /96 inside the /48),
+///   the IPv4 address is the last 32 bits;
+/// - /64, when `u` and its suffix are zero. A /96 address of a public host is not refused for
+///   this reading unless its IPv4 address ends in `.0.0.0` (else its /64 suffix is not zero);
+/// - /56 and /48 need no reading of their own: their suffix covers bits 96..127, so a well
+///   formed address of theirs reads as `0.0.0.0` at /96 and is refused whatever it carries.
+///
+/// Not covered: a translator at /48, /56 or /64 that ignores a non-zero suffix.
+fn nat64_local_use(bits: u128) -> Vec<Ipv4Addr> {
+    let as_96 = Ipv4Addr::from(bits as u32);
+    let u_is_zero = bits_at(bits, 64, 8) == 0;
+    let suffix_is_zero = bits_at(bits, 104, 24) == 0;
+    if u_is_zero && suffix_is_zero {
+        vec![as_96, Ipv4Addr::from(bits_at(bits, 72, 32))]
+    } else {
+        vec![as_96]
+    }
+}
+
+/// Every IPv4 address an IPv6 address may stand for:
+///
+/// - IPv4-mapped `::ffff:a.b.c.d` (the dual-stack kernel connects to the IPv4 host);
+/// - IPv4-translated `::ffff:0:a.b.c.d` (SIIT, RFC 2765);
+/// - IPv4-compatible `::a.b.c.d` (deprecated);
+/// - NAT64, well-known prefix `64:ff9b::/96` (RFC 6052; used at /96 only): the last 32 bits;
+/// - NAT64, local-use prefix `64:ff9b:1::/48` (RFC 8215): see [`nat64_local_use`];
+/// - 6to4 `2002:AABB:CCDD::/48` (RFC 3056): the relay's IPv4 in bits 16..47;
+/// - Teredo `2001::/32` (RFC 4380): the server's IPv4 in bits 32..63 and the client's, XORed
+///   with `0xffffffff`, in the last 32 bits (both are hosts the packets go to);
+/// - ISATAP interface ids `…:0:5efe:a.b.c.d` and `…:200:5efe:a.b.c.d` under any prefix
+///   (RFC 5214): the tunnel's IPv4 endpoint in the last 32 bits.
+fn embedded_v4(ip: Ipv6Addr) -> Vec<Ipv4Addr> {
     let s = ip.segments();
-    let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
-    match s {
-        [0, 0, 0, 0, 0, 0xffff, _, _] => Some(tail),
-        [0, 0, 0, 0, 0, 0, _, _] => Some(tail),
-        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(tail),
-        [0x2002, hi, lo, ..] => Some(Ipv4Addr::new(
-            (hi >> 8) as u8,
-            hi as u8,
-            (lo >> 8) as u8,
-            lo as u8,
-        )),
-        _ => None,
+    let bits = u128::from(ip);
+    let tail = Ipv4Addr::from(bits as u32);
+    let mut found = match s {
+        [0, 0, 0, 0, 0, 0xffff, _, _] => vec![tail],
+        [0, 0, 0, 0, 0xffff, 0, _, _] => vec![tail],
+        [0, 0, 0, 0, 0, 0, _, _] => vec![tail],
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => vec![tail],
+        [0x64, 0xff9b, 1, ..] => nat64_local_use(bits),
+        [0x2002, ..] => vec![Ipv4Addr::from(bits_at(bits, 16, 32))],
+        [0x2001, 0, ..] => vec![Ipv4Addr::from(bits_at(bits, 32, 32)), !tail],
+        _ => Vec::new(),
+    };
+    if (s[4] & 0xfdff) == 0 && s[5] == 0x5efe {
+        found.push(tail);
+    }
+    found
+}
+
+/// The stricter of two verdicts: refused always, then refused unless private webhooks are
+/// allowed, then accepted.
+fn strictest(a: Option<AddressClass>, b: Option<AddressClass>) -> Option<AddressClass> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.always && !a.always { b } else { a }),
+        (a, b) => a.or(b),
     }
 }
 
@@ -129,10 +201,11 @@ fn classify_v6(ip: Ipv6Addr) -> Option<AddressClass> {
     } else if (first & 0xffc0) == 0xfec0 {
         // fec0::/10, the deprecated site-local range.
         class("private")
-    } else if let Some(v4) = embedded_v4(ip) {
-        classify_v4(v4)
     } else {
-        None
+        embedded_v4(ip)
+            .into_iter()
+            .map(classify_v4)
+            .fold(None, strictest)
     }
 }
 
@@ -315,4 +388,133 @@ impl Resolve for PolicyResolver {
 
 pub(crate) fn resolver(policy: WebhookPolicy) -> Arc<PolicyResolver> {
     Arc::new(PolicyResolver { policy })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STRICT: WebhookPolicy = WebhookPolicy {
+        allow_private: false,
+    };
+    const LENIENT: WebhookPolicy = WebhookPolicy {
+        allow_private: true,
+    };
+
+    fn v6(text: &str) -> IpAddr {
+        IpAddr::V6(text.parse().unwrap_or_else(|e| panic!("{text}: {e}")))
+    }
+
+    /// `address` is refused (strictly) as `class`, naming itself.
+    fn refused_as(address: &str, class: &str) {
+        let reason = refusal_reason(v6(address), &STRICT)
+            .unwrap_or_else(|| panic!("{address} was accepted, not refused as {class}"));
+        assert!(
+            reason.contains(&format!("a {class} address")),
+            "{address}: {reason}"
+        );
+    }
+
+    fn accepted(address: &str) {
+        assert_eq!(refusal_reason(v6(address), &STRICT), None, "{address}");
+    }
+
+    #[test]
+    fn ipv4_translated_addresses_are_decoded() {
+        // ::ffff:0:a.b.c.d (SIIT).
+        refused_as("::ffff:0:7f00:1", "loopback");
+        refused_as("::ffff:0:127.0.0.1", "loopback");
+        refused_as("::ffff:0:a00:1", "private");
+        refused_as("::ffff:0:a9fe:a9fe", "link-local");
+        accepted("::ffff:0:808:808");
+        // The URL as a client would send it.
+        let error = check_static("https://[::ffff:0:7f00:1]/hook", &STRICT)
+            .expect_err("an IPv4-translated loopback webhook");
+        assert!(error.contains("loopback"), "{error}");
+        assert!(check_static("https://[::ffff:0:7f00:1]/hook", &LENIENT).is_ok());
+    }
+
+    #[test]
+    fn local_use_nat64_addresses_are_decoded_at_every_prefix_length() {
+        // /96 (as DNS64 synthesises them): the last 32 bits, whatever the 48..95 bits hold.
+        refused_as("64:ff9b:1::7f00:1", "loopback");
+        refused_as("64:ff9b:1::a9fe:a9fe", "link-local");
+        refused_as("64:ff9b:1::a00:1", "private");
+        refused_as("64:ff9b:1:abcd:1234:5678:a00:1", "private");
+        accepted("64:ff9b:1::808:808");
+        accepted("64:ff9b:1:abcd:1234:5678:808:808");
+        // /64: the IPv4 in bits 72..103 (after the zero `u` octet), the suffix zero. Read at
+        // /96 this one is 1.0.0.0, a public address.
+        refused_as("64:ff9b:1:0:7f:0:100:0", "loopback");
+        refused_as("64:ff9b:1:42:a:0:100:0", "private");
+        // 169.254.169.254 at /64 (254.0.0.0, reserved, at /96).
+        let metadata = refusal_reason(v6("64:ff9b:1:42:a9:fea9:fe00:0"), &STRICT);
+        assert!(metadata.is_some(), "the metadata service at /64");
+        // /56 (bits 56..63 and 72..95) and /48 (48..63 and 72..87): 0.0.0.0 at /96, so
+        // refused whatever they carry, private or public.
+        refused_as("64:ff9b:1:a:0:1::", "unspecified");
+        refused_as("64:ff9b:1:a9fe:a9:fe00::", "unspecified");
+        refused_as("64:ff9b:1:808:8:800::", "unspecified");
+        // `u` not zero: no RFC 6052 address but /96, which is public here.
+        accepted("64:ff9b:1:0:ff7f:0:100:0");
+        // The well-known prefix stays /96 only.
+        refused_as("64:ff9b::7f00:1", "loopback");
+        accepted("64:ff9b::808:808");
+        let error = check_static("https://[64:ff9b:1::a9fe:a9fe]/hook", &STRICT)
+            .expect_err("the metadata service through local-use NAT64");
+        assert!(error.contains("link-local"), "{error}");
+    }
+
+    #[test]
+    fn teredo_server_and_client_are_both_checked() {
+        // 2001:0:SSSS:SSSS:flags:port:CCCC:CCCC, the client XORed with ffff:ffff.
+        // Server 8.8.8.8, client 1.1.1.1: both public.
+        accepted("2001:0:808:808:8000:ffff:fefe:fefe");
+        // Server 8.8.8.8, client 127.0.0.1.
+        refused_as("2001:0:808:808::80ff:fffe", "loopback");
+        // Server 8.8.8.8, client 169.254.169.254 (the metadata service).
+        refused_as("2001:0:808:808:8000:ffff:5601:5601", "link-local");
+        // Server 10.0.0.1, client 1.1.1.1.
+        refused_as("2001:0:a00:1:8000:ffff:fefe:fefe", "private");
+        // Server 192.168.0.1, client 10.0.0.1: whichever, refused.
+        assert!(refusal_reason(v6("2001:0:c0a8:1::f5ff:fffe"), &STRICT).is_some());
+    }
+
+    #[test]
+    fn the_strictest_verdict_wins() {
+        // Teredo: server 10.0.0.1 (private, allowed when private webhooks are), client
+        // 255.255.255.255 (broadcast, never a destination).
+        let both = v6("2001:0:a00:1::");
+        let reason = refusal_reason(both, &LENIENT).expect("the broadcast client");
+        assert!(reason.contains("broadcast"), "{reason}");
+        // Server public, client private: allowed only when private webhooks are.
+        let client_private = v6("2001:0:808:808::f5ff:fffe");
+        assert!(refusal_reason(client_private, &STRICT).is_some());
+        assert_eq!(refusal_reason(client_private, &LENIENT), None);
+        // Local-use NAT64: public at /96 (1.0.0.0), multicast at /64 (224.0.0.1): never.
+        let reason =
+            refusal_reason(v6("64:ff9b:1:0:e0:0:100:0"), &LENIENT).expect("224.0.0.1 at /64");
+        assert!(reason.contains("multicast"), "{reason}");
+    }
+
+    #[test]
+    fn six_to_four_and_isatap_are_decoded() {
+        // 6to4: 2002:AABB:CCDD::/48.
+        refused_as("2002:a9fe:a9fe::1", "link-local");
+        refused_as("2002:7f00:1::", "loopback");
+        accepted("2002:808:808::1");
+        // ISATAP interface ids, under a global prefix.
+        refused_as("2600:1f18:1:2:0:5efe:a9fe:a9fe", "link-local");
+        refused_as("2600:1f18:1:2:200:5efe:a00:1", "private");
+        accepted("2600:1f18:1:2:200:5efe:808:808");
+    }
+
+    #[test]
+    fn the_forms_decoded_before_still_are() {
+        refused_as("::ffff:127.0.0.1", "loopback");
+        refused_as("::ffff:169.254.169.254", "link-local");
+        refused_as("::10.0.0.1", "private");
+        accepted("::ffff:8.8.8.8");
+        accepted("2600:1f18::1");
+    }
 }
