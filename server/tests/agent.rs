@@ -526,9 +526,14 @@ async fn a_model_that_fails_fails_the_task_with_the_reason() {
         .send_ok(new_task("Unscripted", json!([]), alice_only(), "go"))
         .await;
     assert_eq!(state(&task), "TASK_STATE_FAILED", "{task}");
+    // The participants read the class; the log says what is wrong with the script.
+    assert_eq!(status_text(&task), "the model is misconfigured", "{task}");
+    let id = task["id"].as_str().unwrap();
+    let log = server.log();
     assert!(
-        status_text(&task).contains("the model is misconfigured"),
-        "{task}"
+        log.lines()
+            .any(|l| l.contains(id) && l.contains("the script has no turns for task")),
+        "{log}"
     );
 }
 

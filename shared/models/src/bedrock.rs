@@ -51,9 +51,10 @@
 //! # Errors
 //!
 //! `ThrottlingException` and `ServiceQuotaExceededException` (or HTTP 429) are
-//! [`ModelError::Throttled`]; `ServiceUnavailableException`, `ModelNotReadyException`,
-//! `InternalServerException`, `ModelTimeoutException` (or another 5xx), timeouts and
-//! connection failures are [`ModelError::Unavailable`]; `ValidationException`,
+//! [`ModelError::Throttled`]; `ModelTimeoutException`, the call's timeouts and HTTP 408 or 504
+//! are [`ModelError::TimedOut`]; `ServiceUnavailableException`, `ModelNotReadyException`,
+//! `InternalServerException` (or another 5xx) and connection failures are
+//! [`ModelError::Unavailable`]; `ValidationException`,
 //! `AccessDeniedException`, `ResourceNotFoundException` and the rest are
 //! [`ModelError::Rejected`]; a reply without an output message is
 //! [`ModelError::InvalidReply`]. The SDK's own retries are turned off for this client: the
@@ -399,8 +400,8 @@ fn converse_error(error: SdkError<ConverseError>) -> ModelError {
                 ConverseError::ThrottlingException(_) => ModelError::Throttled(message),
                 ConverseError::ServiceUnavailableException(_)
                 | ConverseError::ModelNotReadyException(_)
-                | ConverseError::InternalServerException(_)
-                | ConverseError::ModelTimeoutException(_) => ModelError::Unavailable(message),
+                | ConverseError::InternalServerException(_) => ModelError::Unavailable(message),
+                ConverseError::ModelTimeoutException(_) => ModelError::TimedOut(message),
                 ConverseError::ValidationException(_)
                 | ConverseError::AccessDeniedException(_)
                 | ConverseError::ResourceNotFoundException(_)
@@ -410,7 +411,8 @@ fn converse_error(error: SdkError<ConverseError>) -> ModelError {
                     ("ServiceQuotaExceededException" | "ThrottlingException", _) | (_, 429) => {
                         ModelError::Throttled(message)
                     }
-                    (_, 408 | 500..=599) => ModelError::Unavailable(message),
+                    (_, 408 | 504) => ModelError::TimedOut(message),
+                    (_, 500..=599) => ModelError::Unavailable(message),
                     // A success whose body the SDK could not read.
                     (_, 200..=299) => ModelError::InvalidReply(format!(
                         "the Converse reply cannot be read: {}",
@@ -420,16 +422,18 @@ fn converse_error(error: SdkError<ConverseError>) -> ModelError {
                 },
             }
         }
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) => {
-            ModelError::Unavailable(error_chain(&error))
+        SdkError::TimeoutError(_) => ModelError::TimedOut(error_chain(&error)),
+        SdkError::DispatchFailure(failure) if failure.is_timeout() => {
+            ModelError::TimedOut(error_chain(&error))
         }
+        SdkError::DispatchFailure(_) => ModelError::Unavailable(error_chain(&error)),
         SdkError::ResponseError(response) => {
             let status = response.raw().status().as_u16();
             let message = format!("HTTP {status}: {}", error_chain(&error));
-            if status >= 500 || status == 408 {
-                ModelError::Unavailable(message)
-            } else {
-                ModelError::InvalidReply(message)
+            match status {
+                408 | 504 => ModelError::TimedOut(message),
+                500.. => ModelError::Unavailable(message),
+                _ => ModelError::InvalidReply(message),
             }
         }
         SdkError::ConstructionFailure(_) => ModelError::Misconfigured(format!(

@@ -15,7 +15,11 @@
 //! Each catalog entry's `settings` say how its provider reaches it (the provider's model id,
 //! endpoint, region, key variable…); they are read at every call. [`Models`] picks the
 //! provider a catalog entry names and retries transient failures ([`ModelError::Throttled`],
-//! [`ModelError::Unavailable`]) with backoff.
+//! [`ModelError::Unavailable`], [`ModelError::TimedOut`]) with backoff.
+//!
+//! A [`ModelError`]'s `Display` carries the provider's details (status, message, endpoint
+//! errors) for the logs; what a task's participants may read of it is
+//! [`ModelError::public_message`], the class of the failure and nothing else.
 
 pub mod bedrock;
 mod echo;
@@ -127,17 +131,22 @@ impl ModelReply {
     }
 }
 
-/// Why a model call failed.
+/// Why a model call failed. The texts are details for the logs: they may name the
+/// provider's endpoint, host or answer. Client-visible text is [`ModelError::public_message`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
     /// The provider asked us to slow down (HTTP 429, Bedrock `ThrottlingException`):
     /// retried with backoff.
     #[error("the model provider is throttling: {0}")]
     Throttled(String),
-    /// The provider failed or could not be reached (5xx, timeouts, connection errors):
-    /// retried with backoff.
+    /// The provider failed or could not be reached (5xx, connection errors): retried with
+    /// backoff.
     #[error("the model provider is unavailable: {0}")]
     Unavailable(String),
+    /// The call took longer than its timeout, or the provider says it did (HTTP 408 and 504,
+    /// Bedrock `ModelTimeoutException`): retried with backoff.
+    #[error("the model provider timed out: {0}")]
+    TimedOut(String),
     /// The provider refused the request (4xx other than 408/429: credentials, a bad model
     /// id, a request too large): not retried.
     #[error("the model provider refused the request: {0}")]
@@ -153,7 +162,36 @@ pub enum ModelError {
 impl ModelError {
     /// Whether trying again later could succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, ModelError::Throttled(_) | ModelError::Unavailable(_))
+        matches!(
+            self,
+            ModelError::Throttled(_) | ModelError::Unavailable(_) | ModelError::TimedOut(_)
+        )
+    }
+
+    /// The class of the failure, for logs and metrics: `throttled`, `unavailable`,
+    /// `timed_out`, `rejected`, `misconfigured` or `invalid_reply`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            ModelError::Throttled(_) => "throttled",
+            ModelError::Unavailable(_) => "unavailable",
+            ModelError::TimedOut(_) => "timed_out",
+            ModelError::Rejected(_) => "rejected",
+            ModelError::Misconfigured(_) => "misconfigured",
+            ModelError::InvalidReply(_) => "invalid_reply",
+        }
+    }
+
+    /// What a task's participants may read: the class of the failure in a short sentence,
+    /// nothing of URLs, hosts, paths, status lines or answer bodies.
+    pub fn public_message(&self) -> &'static str {
+        match self {
+            ModelError::Throttled(_) => "the model provider throttled the request",
+            ModelError::Unavailable(_) => "the model provider is unavailable",
+            ModelError::TimedOut(_) => "the model provider timed out",
+            ModelError::Rejected(_) => "the model provider refused the request",
+            ModelError::Misconfigured(_) => "the model is misconfigured",
+            ModelError::InvalidReply(_) => "the model's answer could not be read",
+        }
     }
 }
 

@@ -27,10 +27,12 @@
 //! that the loop's schema check answers the model with `[tool.invalid_arguments]`; empty
 //! arguments are `{}`. Such string arguments go back to the model as it wrote them.
 //!
-//! Errors: HTTP 429 is [`ModelError::Throttled`]; 408, 5xx, timeouts and connection errors are
-//! [`ModelError::Unavailable`]; any other refusal is [`ModelError::Rejected`] with the
-//! provider's message (truncated); a success whose body is not a chat completion is
-//! [`ModelError::InvalidReply`].
+//! Errors: HTTP 429 is [`ModelError::Throttled`]; the call's timeout, HTTP 408 and 504 are
+//! [`ModelError::TimedOut`]; other 5xx and connection errors are [`ModelError::Unavailable`];
+//! any other refusal is [`ModelError::Rejected`] with the provider's message (truncated); a
+//! success whose body is not a chat completion is [`ModelError::InvalidReply`]. The texts are
+//! for the logs (they may name the endpoint); participants read
+//! [`ModelError::public_message`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -240,7 +242,10 @@ fn transport_error(error: reqwest::Error) -> ModelError {
             error_chain(&error)
         ));
     }
-    // Timeouts, refused or reset connections, bodies cut short: worth trying again.
+    if error.is_timeout() {
+        return ModelError::TimedOut(error_chain(&error));
+    }
+    // Refused or reset connections, bodies cut short: worth trying again.
     ModelError::Unavailable(error_chain(&error))
 }
 
@@ -249,7 +254,8 @@ fn status_error(status: reqwest::StatusCode, body: &[u8]) -> ModelError {
     let message = format!("HTTP {}: {}", status.as_u16(), error_message(body));
     match status.as_u16() {
         429 => ModelError::Throttled(message),
-        408 | 500..=599 => ModelError::Unavailable(message),
+        408 | 504 => ModelError::TimedOut(message),
+        500..=599 => ModelError::Unavailable(message),
         _ => ModelError::Rejected(message),
     }
 }

@@ -1,5 +1,5 @@
-//! Retries of transient model failures (throttling, 5xx, transport), with exponential backoff
-//! and jitter; anything else fails at once.
+//! Retries of transient model failures (throttling, 5xx, transport, timeouts), with
+//! exponential backoff and jitter; anything else fails at once.
 
 use std::future::Future;
 use std::time::Duration;
@@ -102,7 +102,8 @@ mod tests {
             .run(
                 || async {
                     match calls.fetch_add(1, Ordering::SeqCst) {
-                        0 | 1 => Err(ModelError::Unavailable("502".into())),
+                        0 => Err(ModelError::Unavailable("502".into())),
+                        1 => Err(ModelError::TimedOut("read timeout".into())),
                         _ => Ok("done"),
                     }
                 },

@@ -469,12 +469,11 @@ async fn refusals_are_rejected_with_the_message_and_not_retried() {
 }
 
 #[tokio::test]
-async fn service_failures_timeouts_and_connection_errors_are_unavailable() {
+async fn service_failures_and_connection_errors_are_unavailable_and_timeouts_timed_out() {
     for (status, code) in [
         (503, "ServiceUnavailableException"),
         (500, "InternalServerException"),
         (429, "ModelNotReadyException"),
-        (408, "ModelTimeoutException"),
         (502, "SomethingNewException"),
     ] {
         let stub = Stub::start(vec![error(status, code, "try later")]).await;
@@ -483,6 +482,19 @@ async fn service_failures_timeouts_and_connection_errors_are_unavailable() {
             .await
             .unwrap_err();
         assert_eq!(err, ModelError::Unavailable(format!("{code}: try later")));
+        assert_eq!(err.public_message(), "the model provider is unavailable");
+    }
+    for (status, code) in [
+        (408, "ModelTimeoutException"),
+        (504, "SomethingNewException"),
+    ] {
+        let stub = Stub::start(vec![error(status, code, "too slow")]).await;
+        let err = BedrockModel::new(&sdk_config(&stub.url))
+            .complete(&request(json!({"model_id": CLAUDE}), hello()))
+            .await
+            .unwrap_err();
+        assert_eq!(err, ModelError::TimedOut(format!("{code}: too slow")));
+        assert_eq!(err.public_message(), "the model provider timed out");
     }
 
     let err = BedrockModel::new(&sdk_config(&closed_url().await))
@@ -503,7 +515,7 @@ async fn service_failures_timeouts_and_connection_errors_are_unavailable() {
         ))
         .await
         .unwrap_err();
-    assert!(matches!(err, ModelError::Unavailable(_)), "{err:?}");
+    assert!(matches!(err, ModelError::TimedOut(_)), "{err:?}");
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "timed out early"

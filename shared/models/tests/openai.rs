@@ -353,19 +353,21 @@ async fn server_errors_are_unavailable_after_the_retries() {
     );
     assert_eq!(stub.count(), 3, "every attempt reached the server");
 
-    let stub = Stub::start(vec![Reply::raw(408, "")]).await;
-    let err = with_keys(&[])
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err,
-        ModelError::Unavailable("HTTP 408: (no message)".into())
-    );
+    for status in [408, 504] {
+        let stub = Stub::start(vec![Reply::raw(status, "")]).await;
+        let err = with_keys(&[])
+            .complete(&request(json!({"base_url": stub.url}), hello()))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            ModelError::TimedOut(format!("HTTP {status}: (no message)"))
+        );
+    }
 }
 
 #[tokio::test]
-async fn connection_failures_and_timeouts_are_unavailable() {
+async fn connection_failures_are_unavailable_and_timeouts_timed_out() {
     let err = with_keys(&[])
         .complete(&request(json!({"base_url": closed_url().await}), hello()))
         .await
@@ -385,11 +387,65 @@ async fn connection_failures_and_timeouts_are_unavailable() {
         ))
         .await
         .unwrap_err();
-    assert!(matches!(err, ModelError::Unavailable(_)), "{err:?}");
+    assert!(matches!(err, ModelError::TimedOut(_)), "{err:?}");
+    assert!(err.is_transient());
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "timed out early"
     );
+}
+
+/// What participants read of a failure names its class and nothing of where it happened.
+#[tokio::test]
+async fn the_public_message_of_a_failure_is_its_class_alone() {
+    let secret = "see http://10.1.2.3:8443/internal/models?key=sk-live-123 for details";
+    let cases = [
+        (
+            Reply::json(500, json!({"error": {"message": secret}})),
+            "the model provider is unavailable",
+        ),
+        (
+            Reply::raw(429, secret),
+            "the model provider throttled the request",
+        ),
+        (
+            Reply::raw(403, secret),
+            "the model provider refused the request",
+        ),
+        (Reply::raw(504, secret), "the model provider timed out"),
+        (
+            Reply::raw(200, secret),
+            "the model's answer could not be read",
+        ),
+    ];
+    for (reply, public) in cases {
+        let stub = Stub::start(vec![reply]).await;
+        let err = with_keys(&[])
+            .complete(&request(json!({"base_url": stub.url}), hello()))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("10.1.2.3"),
+            "the log keeps the details: {err}"
+        );
+        assert_eq!(err.public_message(), public, "{err:?}");
+    }
+    let closed = closed_url().await;
+    let err = with_keys(&[])
+        .complete(&request(json!({"base_url": closed}), hello()))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(closed.trim_start_matches("http://")),
+        "{err}"
+    );
+    assert_eq!(err.public_message(), "the model provider is unavailable");
+    let err = with_keys(&[])
+        .complete(&request(json!({"base_url": "not a url"}), hello()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.public_message(), "the model is misconfigured");
 }
 
 #[tokio::test]

@@ -3,9 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use aws_sdk_dynamodb::types::{
-    AttributeValue, Delete, DeleteRequest, Put, PutRequest, TransactWriteItem, WriteRequest,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use task_store::{
     AuditEntry, Change, Committed, Conflict, InboxKey, NewTask, StoreError, StoreResult,
     TaskCounters, TaskRecord, TaskUpdate,
@@ -13,9 +11,10 @@ use task_store::{
 };
 
 use crate::error::{DynamoDbError, Guard};
+use crate::index::{self, IndexWrite};
 use crate::items::{self, Item, attr, key, n, s};
 use crate::keys;
-use crate::schema::{GSI1_PK, GSI1_SK, MAX_ITEM_BYTES, MAX_TRANSACTION_ITEMS, PK};
+use crate::schema::{MAX_ITEM_BYTES, MAX_TRANSACTION_ITEMS, PK};
 
 /// A condition expression with its placeholders.
 #[derive(Debug, Clone, Default)]
@@ -86,65 +85,26 @@ pub fn delete(
     Ok(TransactWriteItem::builder().delete(delete.build()?).build())
 }
 
-/// A participant-index write. It rides in the transaction, or, when the transaction would
-/// exceed DynamoDB's item limit, in a `BatchWriteItem` right after it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum IndexWrite {
-    Put(Item),
-    Delete(Item),
-}
-
-impl IndexWrite {
-    pub fn transact_item(&self, table: &str) -> Result<TransactWriteItem, DynamoDbError> {
-        match self {
-            IndexWrite::Put(item) => put(table, item.clone(), None),
-            IndexWrite::Delete(key) => delete(table, key.clone(), None),
-        }
-    }
-
-    pub fn write_request(&self) -> Result<WriteRequest, DynamoDbError> {
-        Ok(match self {
-            IndexWrite::Put(item) => WriteRequest::builder()
-                .put_request(PutRequest::builder().set_item(Some(item.clone())).build()?)
-                .build(),
-            IndexWrite::Delete(key) => WriteRequest::builder()
-                .delete_request(
-                    DeleteRequest::builder()
-                        .set_key(Some(key.clone()))
-                        .build()?,
-                )
-                .build(),
-        })
-    }
-}
-
 /// A commit ready to send.
 #[derive(Debug, Default)]
 pub struct Plan {
     /// The transaction's items, each with the guard of its condition.
     pub items: Vec<TransactWriteItem>,
     pub guards: Vec<Guard>,
-    /// Participant-index writes: appended to the transaction when they fit, else written after.
+    /// Participant-index writes, until [`Plan::fit`] places them.
     pub index: Vec<IndexWrite>,
+    /// Index puts that did not fit: written before the transaction.
+    pub before: Vec<IndexWrite>,
+    /// Index deletes that did not fit: written after the transaction.
+    pub after: Vec<IndexWrite>,
     pub committed: Vec<Committed>,
 }
 
 impl Plan {
-    /// Moves the index writes into the transaction if everything fits in one; otherwise
-    /// leaves them for a follow-up batch. `TooLarge` if even the rest does not fit.
+    /// Moves as many index writes into the transaction as fit (deletes first, so that little
+    /// is left for after it); the puts left over go before it, the deletes after it.
+    /// `TooLarge` if even the rest does not fit.
     pub fn fit(&mut self, table: &str) -> StoreResult<()> {
-        let total = self.items.len() + self.index.len();
-        if total <= MAX_TRANSACTION_ITEMS {
-            for write in std::mem::take(&mut self.index) {
-                self.items.push(write.transact_item(table)?);
-                let task_id = index_task(&write).unwrap_or_default();
-                self.guards.push(Guard::Log {
-                    task_id,
-                    creating: false,
-                });
-            }
-            return Ok(());
-        }
         if self.items.len() > MAX_TRANSACTION_ITEMS {
             return Err(StoreError::TooLarge(format!(
                 "one write would take {} DynamoDB items (documents are stored in chunks of at most {} KiB), \
@@ -153,16 +113,28 @@ impl Plan {
                 limits::CHUNK_BYTES / 1024
             )));
         }
+        let room = MAX_TRANSACTION_ITEMS - self.items.len();
+        let mut inside = std::mem::take(&mut self.index);
+        if inside.len() > room {
+            inside.sort_by_key(IndexWrite::is_put);
+        }
+        let outside = inside.split_off(room.min(inside.len()));
+        for write in inside {
+            self.items.push(write.transact_item(table)?);
+            self.guards.push(Guard::Log {
+                task_id: write.task_id().unwrap_or_default(),
+                creating: false,
+            });
+        }
+        for write in outside {
+            if write.is_put() {
+                self.before.push(write);
+            } else {
+                self.after.push(write);
+            }
+        }
         Ok(())
     }
-}
-
-fn index_task(write: &IndexWrite) -> Option<String> {
-    let (IndexWrite::Put(item) | IndexWrite::Delete(item)) = write;
-    item.get(PK)
-        .and_then(|v| v.as_s().ok())
-        .and_then(|pk| pk.strip_prefix("TASK#"))
-        .map(str::to_owned)
 }
 
 /// The chunk-0 sort key of a consumed inbox item.
@@ -406,23 +378,20 @@ impl Builder<'_> {
         Ok(())
     }
 
-    fn index_put(&mut self, record: &TaskRecord, participant: &str) -> StoreResult<()> {
-        let status_time = keys::time(record.status.timestamp.unwrap_or_default())?;
-        let mut item = key(&self.pk, keys::participant_sk(participant));
-        item.insert(GSI1_PK.into(), s(keys::participant_partition(participant)));
-        item.insert(GSI1_SK.into(), s(keys::index_sk(&status_time, &record.id)));
-        item.insert(attr::CONTEXT.into(), s(record.context_id.clone()));
-        item.insert(attr::STATE.into(), s(items::state_name(record.state())?));
-        item.insert(attr::TASK.into(), s(record.id.clone()));
-        self.plan.index.push(IndexWrite::Put(item));
+    fn index_put(
+        &mut self,
+        record: &TaskRecord,
+        participant: &str,
+        version: u64,
+    ) -> StoreResult<()> {
+        let item = index::entry(record, participant, version)?;
+        self.plan.index.push(IndexWrite::Put { item, version });
         Ok(())
     }
 
-    fn index_delete(&mut self, participant: &str) {
-        self.plan.index.push(IndexWrite::Delete(key(
-            &self.pk,
-            keys::participant_sk(participant),
-        )));
+    fn index_delete(&mut self, participant: &str, version: u64) {
+        let key = key(&self.pk, keys::participant_sk(participant));
+        self.plan.index.push(IndexWrite::Delete { key, version });
     }
 }
 
@@ -471,7 +440,7 @@ fn plan_create(
     b.history(0, &docs.history, true)?;
     b.audit(docs.audit, true)?;
     for participant in items::participants(&new.record) {
-        b.index_put(&new.record, participant)?;
+        b.index_put(&new.record, participant, 1)?;
     }
     if let Some(lease) = &new.lease {
         let write = put(
@@ -607,12 +576,12 @@ fn plan_update(
             || old.context_id != record.context_id;
         for participant in &after {
             if moved || !before.contains(participant) {
-                b.index_put(record, participant)?;
+                b.index_put(record, participant, version)?;
             }
         }
         let gone: BTreeSet<&str> = before.difference(&after).copied().collect();
         for participant in gone {
-            b.index_delete(participant);
+            b.index_delete(participant, version);
         }
     }
     b.plan.committed.push(Committed {
@@ -749,13 +718,59 @@ mod tests {
         let new = NewTask::new(record("big", &refs));
         let mut plan = plan("tasks", &[Change::Create(Box::new(new))], &HashMap::new()).unwrap();
         plan.fit("tasks").unwrap();
-        assert_eq!((plan.items.len(), plan.index.len()), (1, 120));
+        let placed = |plan: &Plan| {
+            (
+                plan.items.len(),
+                plan.index.len(),
+                plan.before.len(),
+                plan.after.len(),
+            )
+        };
+        assert_eq!(
+            placed(&plan),
+            (100, 0, 21, 0),
+            "99 entries fit, 21 go before"
+        );
+        assert!(
+            plan.before
+                .iter()
+                .all(|w| matches!(w, IndexWrite::Put { version: 1, .. }))
+        );
 
         let mut few = NewTask::new(record("small", &["a", "b", "c"]));
         few.message_ids = vec!["m".into()];
         let mut plan = plan_fn(vec![Change::Create(Box::new(few))]);
         plan.fit("tasks").unwrap();
-        assert_eq!((plan.items.len(), plan.index.len()), (5, 0));
+        assert_eq!(placed(&plan), (5, 0, 0, 0));
+
+        // 98 history messages and the task item leave room for one of the three index
+        // writes: the delete rides inside, the two puts go before.
+        let base = StoredTask {
+            record: record("t", &["a", "b"]),
+            version: 4,
+            counters: TaskCounters::default(),
+        };
+        let mut moved = base.record.clone();
+        moved.status.state = TaskState::Completed;
+        moved.extension.participants.retain(|p| p.id != "b");
+        moved
+            .extension
+            .participants
+            .push(task_core::extension::Participant::new(
+                "c",
+                task_core::extension::ParticipantKind::Human,
+                task_core::extension::Role::Watcher,
+            ));
+        let mut full = TaskUpdate::new(base.clone());
+        full.record = Some(moved);
+        full.history = (0..98)
+            .map(|i| a2a::Message::new(a2a::Role::User, vec![a2a::Part::text(format!("{i}"))]))
+            .collect();
+        let mut plan = plan_fn(vec![Change::Update(Box::new(full))]);
+        plan.fit("tasks").unwrap();
+        assert_eq!(placed(&plan), (100, 0, 2, 0));
+        assert!(plan.items[99].delete.is_some(), "b's delete rides inside");
+        assert!(matches!(plan.before[0], IndexWrite::Put { version: 5, .. }));
 
         let base = StoredTask {
             record: record("t", &["a"]),

@@ -10,9 +10,11 @@
 mod commit;
 mod error;
 mod inbox;
+mod index;
 mod items;
 pub mod keys;
 mod leases;
+mod list;
 mod push;
 pub mod schema;
 pub mod table;
@@ -30,7 +32,7 @@ use aws_sdk_dynamodb::operation::query::QueryOutput;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    ConsumedCapacity, KeysAndAttributes, ReturnConsumedCapacity, TransactWriteItem, WriteRequest,
+    ConsumedCapacity, KeysAndAttributes, ReturnConsumedCapacity, TransactWriteItem,
 };
 use aws_smithy_http_client::tls;
 use task_store::StoreResult;
@@ -119,7 +121,7 @@ const CHECK_ATTEMPTS: u32 = 8;
 /// Attempts of a transaction cancelled for throttling (the SDK retries throttled calls
 /// itself; a cancellation reason is not a throttling error to it).
 const THROTTLE_ATTEMPTS: u32 = 5;
-/// Attempts of a batch call until every key or write was processed.
+/// Attempts of a batch call until every key was processed.
 const BATCH_ATTEMPTS: u32 = 8;
 
 /// Sleeps before attempt `attempt + 1`: 25 ms doubling per attempt, at most 1 s, jittered.
@@ -293,44 +295,6 @@ impl DynamoDbStore {
             }
         }
         Ok(found)
-    }
-
-    /// BatchWriteItem of any number of writes (25 per call, unprocessed ones retried).
-    async fn batch_write(&self, writes: Vec<WriteRequest>) -> StoreResult<()> {
-        for batch in writes.chunks(25) {
-            let mut pending = batch.to_vec();
-            let mut attempt = 0;
-            while !pending.is_empty() {
-                attempt += 1;
-                let out = self
-                    .client
-                    .batch_write_item()
-                    .request_items(&*self.table, std::mem::take(&mut pending))
-                    .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                    .send()
-                    .await
-                    .map_err(|e| DynamoDbError::call("BatchWriteItem", e))?;
-                self.count_all(Kind::Write, out.consumed_capacity());
-                pending = out
-                    .unprocessed_items
-                    .and_then(|mut u| u.remove(&*self.table))
-                    .unwrap_or_default();
-                if !pending.is_empty() {
-                    if attempt >= BATCH_ATTEMPTS {
-                        return Err(DynamoDbError::Cancelled {
-                            operation: "BatchWriteItem",
-                            reasons: format!(
-                                "{} writes still unprocessed after {attempt} attempts",
-                                pending.len()
-                            ),
-                        }
-                        .into());
-                    }
-                    backoff(attempt).await;
-                }
-            }
-        }
-        Ok(())
     }
 
     /// One `TransactWriteItems`. A cancellation comes back as `Ok(Err(cancellation))` after

@@ -1,13 +1,11 @@
-//! `TaskStore`: commits as one transaction; reads of the task, its logs and the
-//! participant index.
+//! `TaskStore`: commits as one transaction (index writes that do not fit: `index.rs`);
+//! reads of the task and its logs (ListTasks: `list.rs`).
 
-use std::collections::HashMap;
 use std::future::Future;
 
 use a2a::{Artifact, Message};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
-use aws_sdk_dynamodb::types::Select;
 use task_store::{
     AuditEntry, Change, Committed, Conflict, LeaseStore, ListQuery, StoreError, StoreResult,
     StoredEvent, StoredTask, TaskPage, TaskStore,
@@ -15,9 +13,9 @@ use task_store::{
 
 use crate::commit::{self, InboxChunks};
 use crate::error::{Cancellation, DynamoDbError, contended_task};
-use crate::items::{self, Incomplete, Item, attr, key, s};
-use crate::keys::{self, PageToken};
-use crate::schema::{GSI1, GSI1_PK, GSI1_SK, PK, SK};
+use crate::items::{self, Incomplete, attr, key, s};
+use crate::keys;
+use crate::schema::{PK, SK};
 use crate::{COMMIT_ATTEMPTS, DynamoDbStore};
 
 /// Reads of chunked documents that met a partly visible transaction are repeated this
@@ -78,23 +76,6 @@ impl DynamoDbStore {
             .consistent_read(true)
     }
 
-    /// Writes index entries that did not fit in the commit's transaction. The commit has
-    /// happened: a failure here leaves the index behind until the task's next status
-    /// change, and is logged rather than reported as a failed commit.
-    async fn write_index_after(&self, writes: Vec<commit::IndexWrite>) {
-        let requests: Result<Vec<_>, _> = writes
-            .iter()
-            .map(commit::IndexWrite::write_request)
-            .collect();
-        let result = match requests {
-            Ok(requests) => self.batch_write(requests).await,
-            Err(e) => Err(e.into()),
-        };
-        if let Err(e) = result {
-            tracing::error!(error = %e, table = %self.table, "participant index entries not written after a commit");
-        }
-    }
-
     async fn inbox_chunks(&self, changes: &[Change]) -> StoreResult<InboxChunks> {
         let heads = commit::consumed_inbox_heads(changes)?;
         let mut chunks = InboxChunks::new();
@@ -112,47 +93,6 @@ impl DynamoDbStore {
         }
         Ok(chunks)
     }
-
-    /// One page of a participant's index entries from `start`, newest first, and whether
-    /// more follow.
-    async fn index_page(
-        &self,
-        query: QueryFluentBuilder,
-        start: Option<Item>,
-        page_size: usize,
-    ) -> StoreResult<(Vec<Item>, bool)> {
-        let mut entries = Vec::new();
-        let mut start = start;
-        loop {
-            let out = self
-                .query_page(query.clone().set_exclusive_start_key(start))
-                .await?;
-            entries.extend(out.items.unwrap_or_default());
-            if entries.len() > page_size {
-                entries.truncate(page_size);
-                return Ok((entries, true));
-            }
-            match out.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok((entries, false)),
-            }
-        }
-    }
-
-    async fn count_matches(&self, query: QueryFluentBuilder) -> StoreResult<usize> {
-        let mut total = 0;
-        let mut start = None;
-        loop {
-            let out = self
-                .query_page(query.clone().set_exclusive_start_key(start))
-                .await?;
-            total += usize::try_from(out.count).unwrap_or(0);
-            match out.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(total),
-            }
-        }
-    }
 }
 
 #[async_trait]
@@ -164,6 +104,11 @@ impl TaskStore for DynamoDbStore {
         let inbox_chunks = self.inbox_chunks(&changes).await?;
         let mut plan = commit::plan(&self.table, &changes, &inbox_chunks)?;
         plan.fit(&self.table)?;
+        if !plan.before.is_empty() {
+            // Before anything of the commit is applied: a failure here fails it whole.
+            self.write_index_before(std::mem::take(&mut plan.before))
+                .await?;
+        }
         let outcome = self
             .transact(
                 std::mem::take(&mut plan.items),
@@ -189,8 +134,8 @@ impl TaskStore for DynamoDbStore {
                 .into());
             }
         }
-        if !plan.index.is_empty() {
-            self.write_index_after(std::mem::take(&mut plan.index))
+        if !plan.after.is_empty() {
+            self.write_index_after(std::mem::take(&mut plan.after))
                 .await;
         }
         // A lease cannot be given up conditionally inside the transaction (a lease another
@@ -391,98 +336,6 @@ impl TaskStore for DynamoDbStore {
     }
 
     async fn list(&self, participant_id: &str, query: &ListQuery) -> StoreResult<TaskPage> {
-        let start = query
-            .page_token
-            .as_deref()
-            .map(PageToken::decode)
-            .transpose()?;
-        let partition = keys::participant_partition(participant_id);
-        let mut key_condition = "#gpk = :gpk".to_owned();
-        let mut names = HashMap::from([("#gpk".to_owned(), GSI1_PK.to_owned())]);
-        let mut values = HashMap::from([(":gpk".to_owned(), s(partition.clone()))]);
-        if let Some(after) = query.status_after {
-            key_condition.push_str(" AND #gsk >= :after");
-            names.insert("#gsk".into(), GSI1_SK.into());
-            values.insert(":after".into(), s(keys::time(after)?));
-        }
-        let mut filters = Vec::new();
-        if let Some(context) = &query.context_id {
-            filters.push("#ctx = :ctx");
-            names.insert("#ctx".into(), attr::CONTEXT.into());
-            values.insert(":ctx".into(), s(context.clone()));
-        }
-        if let Some(state) = &query.state {
-            filters.push("#state = :state");
-            names.insert("#state".into(), attr::STATE.into());
-            values.insert(":state".into(), s(items::state_name(state)?));
-        }
-        let base = self
-            .client
-            .query()
-            .table_name(&*self.table)
-            .index_name(GSI1)
-            .key_condition_expression(key_condition)
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
-            .set_filter_expression((!filters.is_empty()).then(|| filters.join(" AND ")))
-            .return_consumed_capacity(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Total);
-        // Without filters one extra entry tells whether a next page exists; with filters,
-        // read more per call (a call costs by bytes read, rounded up to 4 KB).
-        let per_call = if filters.is_empty() {
-            query.page_size + 1
-        } else {
-            (query.page_size + 1).saturating_mul(4)
-        };
-        let per_call = i32::try_from(per_call.clamp(1, 1000)).unwrap_or(1000);
-        let page_query = base.clone().scan_index_forward(false).limit(per_call);
-        let count_query = base.select(Select::Count);
-        let start_key = start.map(|token| {
-            HashMap::from([
-                (PK.to_owned(), s(keys::task_pk(&token.task))),
-                (SK.to_owned(), s(keys::participant_sk(participant_id))),
-                (GSI1_PK.to_owned(), s(partition.clone())),
-                (GSI1_SK.to_owned(), s(token.index_sk())),
-            ])
-        });
-        let page_size = query.page_size;
-        let (page, total) = futures::join!(
-            async {
-                if page_size == 0 {
-                    Ok((Vec::new(), false))
-                } else {
-                    self.index_page(page_query, start_key, page_size).await
-                }
-            },
-            self.count_matches(count_query)
-        );
-        let ((entries, more), total_size) = (page?, total?);
-
-        let mut order = Vec::with_capacity(entries.len());
-        for entry in &entries {
-            order.push(items::get_s(entry, attr::TASK)?.to_owned());
-        }
-        let next_page_token = match (more, entries.last()) {
-            (true, Some(last)) => PageToken::from_index_sk(items::get_s(last, GSI1_SK)?)
-                .ok_or_else(|| {
-                    DynamoDbError::corrupt(items::describe_key(last), "unreadable GSI1SK")
-                })?
-                .encode(),
-            _ => String::new(),
-        };
-        let keys: Vec<Item> = order
-            .iter()
-            .map(|id| key(keys::task_pk(id), keys::TASK_SK))
-            .collect();
-        let mut tasks: HashMap<String, StoredTask> = HashMap::new();
-        for item in self.batch_get(keys, None).await? {
-            let task = items::parse_task(&item)?;
-            tasks.insert(task.record.id.clone(), task);
-        }
-        let tasks = order.iter().filter_map(|id| tasks.remove(id)).collect();
-        Ok(TaskPage {
-            tasks,
-            next_page_token,
-            total_size,
-        })
+        self.list_tasks(participant_id, query).await
     }
 }

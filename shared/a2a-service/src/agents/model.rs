@@ -272,9 +272,11 @@ impl Agent for ModelAgent {
             let reply = match self.config.models.complete(&request).await {
                 Ok(reply) => reply,
                 Err(err) => {
-                    tracing::warn!(task_id, error = %err, "the model failed; the run fails");
+                    // The details (endpoint, status, answer) are for the log only: the
+                    // participants read the class of the failure.
+                    tracing::warn!(task_id, class = err.class(), error = %err, "the model failed; the run fails");
                     let written = pending.iter().map(Entry::value).collect();
-                    return Ok(AgentReply::fail(err.to_string()).with_transcript(written));
+                    return Ok(AgentReply::fail(err.public_message()).with_transcript(written));
                 }
             };
             let assistant = Turn::Assistant {

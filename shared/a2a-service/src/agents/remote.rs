@@ -9,6 +9,10 @@
 //! is told of and which keep the child unresolved), with the remote's last message as the
 //! child's status. The remote task's id is written on the child as soon as it is known, so a
 //! run that dies and is taken over subscribes to that task instead of sending the goal again.
+//!
+//! A relay that fails fails the child with a short class of the failure (`the remote agent
+//! <id> is unavailable`, `… refused the request`, `… timed out`, `… answered something that
+//! could not be read`): the remote's URL, status line and answer go to the log only.
 
 use std::time::Duration;
 
@@ -24,27 +28,84 @@ use crate::identity::PARTICIPANT_KEY;
 /// when the remote closes its stream early).
 const RELAY_LIMIT: Duration = Duration::from_secs(3600);
 
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct RelayError(String);
+/// What went wrong with a relay, as far as the task's participants are told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Unavailable,
+    Refused,
+    TimedOut,
+    Unreadable,
+}
 
-fn err(what: impl Into<String>) -> RelayError {
-    RelayError(what.into())
+impl Class {
+    fn public(self) -> &'static str {
+        match self {
+            Class::Unavailable => "is unavailable",
+            Class::Refused => "refused the request",
+            Class::TimedOut => "timed out",
+            Class::Unreadable => "answered something that could not be read",
+        }
+    }
+
+    /// The class of a call that got no (whole) answer.
+    fn of_transport(error: &reqwest::Error) -> Self {
+        if error.is_timeout() {
+            Class::TimedOut
+        } else if error.is_decode() {
+            Class::Unreadable
+        } else {
+            Class::Unavailable
+        }
+    }
+
+    /// The class of an answer that is not a success.
+    fn of_status(status: reqwest::StatusCode) -> Self {
+        match status.as_u16() {
+            408 | 504 => Class::TimedOut,
+            500.. => Class::Unavailable,
+            _ => Class::Refused,
+        }
+    }
+}
+
+/// A relay failure: its class, and the details for the log (URLs, statuses, bodies).
+#[derive(Debug, thiserror::Error)]
+#[error("{detail}")]
+struct RelayError {
+    class: Class,
+    detail: String,
+}
+
+fn err(class: Class, detail: impl Into<String>) -> RelayError {
+    RelayError {
+        class,
+        detail: detail.into(),
+    }
+}
+
+fn transport(what: String, error: &reqwest::Error) -> RelayError {
+    err(Class::of_transport(error), format!("{what}: {error}"))
 }
 
 /// The remote agent's JSON-RPC URL, from its agent card at `base/.well-known/agent-card.json`.
 async fn jsonrpc_url(http: &reqwest::Client, base: &str) -> Result<String, RelayError> {
     let url = format!("{}/.well-known/agent-card.json", base.trim_end_matches('/'));
-    let card: Value = http
+    let response = http
         .get(&url)
         .send()
         .await
-        .map_err(|e| err(format!("cannot read the agent card at {url}: {e}")))?
-        .error_for_status()
-        .map_err(|e| err(format!("the agent card at {url}: {e}")))?
+        .map_err(|e| transport(format!("cannot read the agent card at {url}"), &e))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(err(
+            Class::of_status(status),
+            format!("the agent card at {url} answered {status}"),
+        ));
+    }
+    let card: Value = response
         .json()
         .await
-        .map_err(|e| err(format!("the agent card at {url} is not JSON: {e}")))?;
+        .map_err(|e| transport(format!("the agent card at {url} is not JSON"), &e))?;
     card["supportedInterfaces"]
         .as_array()
         .into_iter()
@@ -53,9 +114,10 @@ async fn jsonrpc_url(http: &reqwest::Client, base: &str) -> Result<String, Relay
         .and_then(|i| i["url"].as_str())
         .map(str::to_owned)
         .ok_or_else(|| {
-            err(format!(
-                "the agent card at {url} offers no JSON-RPC interface"
-            ))
+            err(
+                Class::Unreadable,
+                format!("the agent card at {url} offers no JSON-RPC interface"),
+            )
         })
 }
 
@@ -77,7 +139,7 @@ async fn stream_call(
         .json(&body)
         .send()
         .await
-        .map_err(|e| err(format!("{method} to {url}: {e}")))?;
+        .map_err(|e| transport(format!("{method} to {url}"), &e))?;
     let status = response.status();
     let is_sse = response
         .headers()
@@ -85,14 +147,22 @@ async fn stream_call(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("text/event-stream"));
     if !status.is_success() || !is_sse {
+        let class = if status.is_success() {
+            Class::Unreadable
+        } else {
+            Class::of_status(status)
+        };
         let text = response.text().await.unwrap_or_default();
         let text: String = text.chars().take(500).collect();
-        return Err(err(format!("{method} to {url} answered {status}: {text}")));
+        return Err(err(
+            class,
+            format!("{method} to {url} answered {status}: {text}"),
+        ));
     }
     let mut body = response.bytes_stream();
     let mut pending = String::new();
     while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| err(format!("{method} stream from {url}: {e}")))?;
+        let chunk = chunk.map_err(|e| transport(format!("{method} stream from {url}"), &e))?;
         pending.push_str(&String::from_utf8_lossy(&chunk));
         while let Some(end) = pending.find("\n\n") {
             let frame: String = pending.drain(..end + 2).collect();
@@ -100,13 +170,20 @@ async fn stream_call(
                 let Some(data) = line.strip_prefix("data:") else {
                     continue;
                 };
-                let value: Value = serde_json::from_str(data.trim())
-                    .map_err(|e| err(format!("{method} from {url} sent bad JSON: {e}")))?;
+                let value: Value = serde_json::from_str(data.trim()).map_err(|e| {
+                    err(
+                        Class::Unreadable,
+                        format!("{method} from {url} sent bad JSON: {e}"),
+                    )
+                })?;
                 if let Some(error) = value.get("error") {
-                    return Err(err(format!("{method} to {url} failed: {error}")));
+                    return Err(err(
+                        Class::Refused,
+                        format!("{method} to {url} failed: {error}"),
+                    ));
                 }
                 let event: StreamResponse = serde_json::from_value(value["result"].clone())
-                    .map_err(|e| err(format!("{method} from {url}: {e}")))?;
+                    .map_err(|e| err(Class::Unreadable, format!("{method} from {url}: {e}")))?;
                 if on_event(event).is_break() {
                     return Ok(());
                 }
@@ -163,17 +240,23 @@ pub async fn relay(
     remote: &str,
     turn: &mut TurnContext<'_>,
 ) -> Result<AgentReply, StoreError> {
+    let task_id = turn.task().record.id.clone();
     let Some(base) = base_url else {
+        tracing::warn!(%task_id, remote, "the sub-task names a remote agent that is not registered");
         return Ok(AgentReply::fail(format!(
-            "no registered remote agent: {remote}"
+            "the remote agent {remote} is not registered"
         )));
     };
     match follow(http, base, turn).await {
         Ok(reply) => Ok(reply),
         Err(Failure::Store(e)) => Err(e),
-        Err(Failure::Relay(e)) => Ok(AgentReply::fail(format!(
-            "the remote agent {remote} could not be reached: {e}"
-        ))),
+        Err(Failure::Relay(e)) => {
+            tracing::warn!(%task_id, remote, class = ?e.class, error = %e, "the relay to a remote agent failed; the run fails");
+            Ok(AgentReply::fail(format!(
+                "the remote agent {remote} {}",
+                e.class.public()
+            )))
+        }
     }
 }
 
@@ -203,7 +286,7 @@ async fn follow(
     let mut first = true;
     while !seen.settled() {
         if tokio::time::Instant::now() > deadline {
-            return Err(err("the remote task did not finish in time").into());
+            return Err(err(Class::TimedOut, "the remote task did not finish in time").into());
         }
         let known = seen.task_id.clone();
         let (method, params) = match &known {
