@@ -424,6 +424,30 @@ async fn behind_an_authorizer_the_verified_subject_is_the_participant() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verified_subject_equal_to_the_agent_id_is_refused() {
+    // The lambda authorizer fixture's principal is "bob": here, the agent's own id.
+    let deployment = Deployment::with_env(&[("AUTH_MODE", "authorizer"), ("AGENT_ID", "bob")]);
+    let send = Serves::Rest(Method::SendMessage);
+    let call = Call::post("/message:send", &json!({"message": message(None, "hello")}));
+    let got = invoke(
+        &deployment.app(send),
+        send,
+        call.request(Payload::RestV1, "rest-v1-lambda-authorizer.json"),
+    )
+    .await;
+    assert_eq!(got.status, 400, "{}", got.body);
+    assert!(got.body.contains("agent id"), "{}", got.body);
+    let list = Serves::Rest(Method::ListTasks);
+    let got = invoke(
+        &deployment.app(list),
+        list,
+        Call::get("/tasks").request(Payload::RestV1, "rest-v1-lambda-authorizer.json"),
+    )
+    .await;
+    assert_eq!(got.status, 400, "{}", got.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_rpc_streams_and_answers_buffered_methods_as_streams_too() {
     let deployment = Deployment::new();
     let jsonrpc = deployment.app(Serves::JsonRpc);
