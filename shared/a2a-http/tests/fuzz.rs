@@ -54,10 +54,12 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 const MAX_FRAMES: usize = 6;
 const FRAME_WAIT: Duration = Duration::from_millis(150);
 
-const JSONRPC_CODES: [i64; 14] = [
+const JSONRPC_CODES: [i64; 15] = [
     -32700, -32600, -32601, -32602, -32603, -32001, -32002, -32003, -32004, -32005, -32006, -32007,
-    -32008, -32009,
+    -32008, -32009, -32000,
 ];
+/// JSON-RPC's code of a rate limit (refused requests per task and per caller are limited).
+const RATE_LIMITED: i64 = -32000;
 const ERROR_INFO_TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
 const PROTOCOL_DOMAIN: &str = "a2a-protocol.org";
 
@@ -505,6 +507,19 @@ fn check_rpc_object(v: &Value, id: Option<&Value>) -> Result<String, TestCaseErr
 }
 
 fn check_jsonrpc(got: &Got, id: Option<&Value>) -> Result<String, TestCaseError> {
+    if got.status == 429 {
+        // The one JSON-RPC error that is not HTTP 200: a rate limit, with Retry-After.
+        ensure(got.headers.contains_key(http::header::RETRY_AFTER), || {
+            "a 429 without Retry-After".into()
+        })?;
+        let v =
+            parse(&got.body, "a JSON-RPC 429 body")?.ok_or_else(|| fail("a 429 body too deep"))?;
+        let label = check_rpc_object(&v, id)?;
+        ensure(v["error"]["code"] == RATE_LIMITED, || {
+            format!("HTTP 429 with error {}", v["error"])
+        })?;
+        return Ok(format!("rpc 429 {label}"));
+    }
     ensure(got.status == 200, || {
         format!("JSON-RPC answered HTTP {}", got.status)
     })?;
@@ -877,6 +892,7 @@ fn task_envelope(p: &Pools) -> BoxedStrategy<Value> {
             v
         });
     let field = prop_oneof![
+        link_field(p),
         text(p).prop_map(|t| ("name".to_owned(), Value::String(t))),
         text(p).prop_map(|t| ("description".to_owned(), Value::String(t))),
         vec(text(p), 0..3).prop_map(|v| ("acceptance_criteria".to_owned(), json!(v))),
@@ -887,6 +903,64 @@ fn task_envelope(p: &Pools) -> BoxedStrategy<Value> {
         (key(), json_value(p)),
     ];
     object_of(field.boxed(), 5)
+}
+
+/// A task reference: to a task here (existing or not), or on another agent.
+fn task_ref(p: &Pools) -> BoxedStrategy<Value> {
+    let task_id =
+        prop_oneof![3 => select(p.task_ids.clone()), 1 => text(p), 1 => id_beyond_limits()];
+    let agent = prop_oneof![
+        2 => Just(None),
+        1 => Just(Some(Value::Null)),
+        2 => select(strings(&["billing", "tiny-harness", ""]))
+            .prop_map(|id| Some(json!({"kind": "agent", "id": id}))),
+        1 => json_value(p).prop_map(Some),
+    ];
+    (
+        task_id,
+        agent,
+        option::of(select(strings(&[
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED",
+            "bogus",
+        ]))),
+    )
+        .prop_map(|(task_id, agent, state)| {
+            let mut r = json!({"task_id": task_id});
+            if let Some(agent) = agent {
+                r["agent"] = agent;
+            }
+            if let Some(state) = state {
+                r["state"] = Value::String(state);
+            }
+            r
+        })
+        .boxed()
+}
+
+/// An envelope field that links tasks: `sub_tasks`, `parent_tasks`, or a plan whose steps
+/// link tasks.
+fn link_field(p: &Pools) -> BoxedStrategy<(String, Value)> {
+    prop_oneof![
+        vec(task_ref(p), 0..3).prop_map(|v| ("sub_tasks".to_owned(), Value::Array(v))),
+        vec(task_ref(p), 0..3).prop_map(|v| ("parent_tasks".to_owned(), Value::Array(v))),
+        vec(task_ref(p), 0..3).prop_map(|refs| {
+            let steps = json!([{"id": "a", "name": "A"}, {"id": "b", "name": "B", "depends_on": ["a"],
+                "linked_tasks": refs}]);
+            ("plan".to_owned(), json!({"steps": steps}))
+        }),
+    ]
+    .boxed()
+}
+
+/// An id no client may send: blank, over 256 bytes, or with a control character.
+fn id_beyond_limits() -> BoxedStrategy<String> {
+    prop_oneof![
+        select(strings(&["", " ", "\t", " padded ", "a\nb", "nul\u{0}"])),
+        "[a-z0-9-]{257,1200}",
+        "\\PC{1,20}[\\x00-\\x1f][a-z]{0,5}",
+    ]
+    .boxed()
 }
 
 fn base64ish() -> BoxedStrategy<String> {
@@ -933,14 +1007,23 @@ fn message_part(p: &Pools) -> BoxedStrategy<Value> {
 
 fn message(p: &Pools) -> BoxedStrategy<Value> {
     (
-        prop_oneof![3 => "[a-z0-9-]{8,16}", 1 => select(strings(&["m1", "m2", "dup"])), 1 => text(p)],
+        prop_oneof![
+            6 => "[a-z0-9-]{8,16}",
+            2 => select(strings(&["m1", "m2", "dup"])),
+            2 => text(p),
+            1 => id_beyond_limits(),
+        ],
         prop_oneof![8 => Just(json!("ROLE_USER")), 1 => Just(json!("ROLE_AGENT")), 1 => leaf(p)],
         prop_oneof![4 => vec(message_part(p), 1..2), 1 => vec(message_part(p), 1..4)],
         option::weighted(0.2, text(p)),
         option::weighted(0.2, prop_oneof![3 => select(p.task_ids.clone()), 1 => text(p)]),
         option::weighted(
             0.3,
-            prop_oneof![3 => select(strings(&["fuzzer", "alice", "mallory"])).prop_map(Value::String), 1 => leaf(p)],
+            prop_oneof![
+                6 => select(strings(&["fuzzer", "alice", "mallory", "tiny-harness"])).prop_map(Value::String),
+                2 => leaf(p),
+                1 => id_beyond_limits().prop_map(Value::String),
+            ],
         ),
     )
         .prop_map(|(id, role, parts, context, task, participant)| {
@@ -1801,6 +1884,97 @@ fn messages_near_valid() {
     );
 }
 
+/// A new task's envelope that links a task on this service, or a message with an id beyond
+/// the limits, is refused whole: -32602, no task created, the linked tasks untouched.
+#[test]
+fn links_and_ids_beyond_limits_are_refused_whole() {
+    let fx = Fixture::new("refused_whole");
+    let local_ref = (select(fx.pools.task_ids.clone()), any::<bool>()).prop_map(|(id, null)| {
+        if null {
+            json!({"task_id": id, "agent": null})
+        } else {
+            json!({"task_id": id})
+        }
+    });
+    let with_link = (
+        task_envelope(&fx.pools),
+        local_ref,
+        vec(task_ref(&fx.pools), 0..2),
+        0..3usize,
+    )
+        .prop_map(|(mut env, local, mut others, at)| {
+            if !env.is_object() {
+                env = json!({});
+            }
+            env["name"] = json!("n");
+            env["goal"] = json!("g");
+            others.push(local);
+            match at {
+                0 => env["sub_tasks"] = Value::Array(others),
+                1 => env["parent_tasks"] = Value::Array(others),
+                _ => {
+                    env["plan"] =
+                        json!({"steps": [{"id": "a", "name": "A", "linked_tasks": others}]})
+                }
+            }
+            json!({"messageId": "link", "role": "ROLE_USER", "parts": [
+                {"text": "hi"},
+                {"data": env, "mediaType": "application/vnd.tiny-harness.task+json"}]})
+        });
+    let with_bad_id = (id_beyond_limits(), 0..3usize).prop_map(|(bad, field)| {
+        let mut m = json!({"messageId": "ids", "role": "ROLE_USER", "parts": [{"text": "hi"}]});
+        match field {
+            0 => m["messageId"] = Value::String(bad),
+            // The binding reads an empty contextId as none (a new context), as A2A clients
+            // send it.
+            1 if bad.is_empty() => m["contextId"] = json!(" "),
+            1 => m["contextId"] = Value::String(bad),
+            _ => m["metadata"] = json!({"participant_id": bad}),
+        }
+        m
+    });
+    let strategy = prop_oneof![with_link, with_bad_id];
+    let count = || {
+        let listed = fx.rpc("ListTasks", json!({"pageSize": 100}), None);
+        listed["totalSize"].as_i64().unwrap_or(-1)
+    };
+    let theirs = fx.pools.task_ids[1].clone();
+    let snapshot = || fx.rpc("GetTask", json!({"id": theirs}), Some("alice"));
+    let (tasks_before, theirs_before) = (count(), snapshot());
+    let mut runner = TestRunner::new(Config {
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let executions = AtomicU64::new(0);
+    let result = runner.run(&strategy, |message| {
+        executions.fetch_add(1, Ordering::Relaxed);
+        let mut message = message;
+        if message["messageId"] == "link" || message["messageId"] == "ids" {
+            message["messageId"] = json!(uuid());
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": message}});
+        let req = Case::post("/", to_body(&body)).request().unwrap();
+        let resp = fx
+            .rt
+            .block_on(handle(&fx.service, &fx.http, req, Caller::anonymous()));
+        let bytes = fx.rt.block_on(resp.into_body().collect());
+        let v: Value = serde_json::from_slice(&bytes).map_err(|e| fail(e.to_string()))?;
+        ensure(v["error"]["code"] == -32602, || {
+            format!("not refused with -32602: {v}\n  request: {body}")
+        })
+    });
+    eprintln!(
+        "fuzz links_and_ids_beyond_limits_are_refused_whole: {} executions",
+        executions.load(Ordering::Relaxed)
+    );
+    if let Err(err) = result {
+        panic!("{err}");
+    }
+    assert_eq!(count(), tasks_before, "no task was created");
+    assert_eq!(snapshot(), theirs_before, "the linked task is untouched");
+}
+
 /// The checks themselves catch what they are meant to (a checker that accepts everything
 /// would make every run above pass).
 #[test]
@@ -1825,6 +1999,22 @@ fn the_checks_reject_findings() {
     let ok = json!({"jsonrpc": "2.0", "id": 1, "result": {}});
     assert!(check_jsonrpc(&got(200, "application/json", ok.clone()), Some(&json!(1))).is_ok());
     assert!(check_jsonrpc(&got(200, "application/json", ok), Some(&json!(2))).is_err());
+    // A 429 is a rate limit with Retry-After, or a finding.
+    let limited = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32000,
+        "message": "rate limit exceeded; retry after 5 s", "data": [{"@type": ERROR_INFO_TYPE,
+        "reason": "RATE_LIMITED", "domain": PROTOCOL_DOMAIN}]}});
+    assert!(check_jsonrpc(&got(429, "application/json", limited.clone()), None).is_err());
+    let mut with_retry = got(429, "application/json", limited);
+    with_retry
+        .headers
+        .insert(http::header::RETRY_AFTER, HeaderValue::from_static("5"));
+    assert!(check_jsonrpc(&with_retry, None).is_ok());
+    let not_limited = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "x"}});
+    let mut wrong = got(429, "application/json", not_limited);
+    wrong
+        .headers
+        .insert(http::header::RETRY_AFTER, HeaderValue::from_static("5"));
+    assert!(check_jsonrpc(&wrong, None).is_err());
     let no_info =
         json!({"error": {"code": 404, "status": "NOT_FOUND", "message": "x", "details": []}});
     assert!(check_rest(&got(404, "application/json", no_info)).is_err());
