@@ -429,3 +429,54 @@ async fn watchers_cannot_send_event_envelopes() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_and_the_last_admin_stay_on_the_task() {
+    let server = Server::start();
+    for binding in BOTH {
+        let api = server.client().api(binding);
+        let task = api
+            .send_ok(send_req(message(
+                Some("ops"),
+                vec![
+                    text_part("administered"),
+                    envelope(json!({"name": "n", "goal": "g", "participants": [
+                        {"id": "ops", "kind": "human", "role": "admin"},
+                        {"id": "alice", "kind": "human", "role": "reporter"}]})),
+                ],
+            )))
+            .await;
+        let edit = |participants: Value| {
+            send_req(on(
+                message(
+                    Some("ops"),
+                    vec![envelope(json!({"participants": participants}))],
+                ),
+                &task,
+            ))
+        };
+        let without_agent = json!([
+            {"id": "ops", "kind": "human", "role": "admin"},
+            {"id": "alice", "kind": "human", "role": "reporter"}]);
+        let err = api.send(edit(without_agent)).await.expect_err("refused");
+        invalid_params(&err);
+        assert!(
+            err.message.contains("agent cannot be removed"),
+            "{}",
+            err.message
+        );
+        let no_admin = json!([
+            {"id": "ops", "kind": "human", "role": "watcher"},
+            {"id": "alice", "kind": "human", "role": "reporter"},
+            {"id": AGENT, "kind": "agent", "role": "assignee"}]);
+        let err = api.send(edit(no_admin)).await.expect_err("refused");
+        invalid_params(&err);
+        assert!(err.message.contains("last admin"), "{}", err.message);
+        let after = api
+            .as_participant("ops")
+            .get_task(task["id"].as_str().unwrap(), None)
+            .await
+            .expect("get");
+        assert_eq!(ext(&after)["participants"], ext(&task)["participants"]);
+    }
+}

@@ -940,8 +940,9 @@ impl Service {
         }
         let mut edited = false;
         if let Some(Envelope::Task(payload)) = &envelope {
-            let edit = envelope::apply_envelope(&record.extension, sender, payload)
-                .map_err(|e| Retry::Fail(domain_error(e)))?;
+            let edit =
+                envelope::apply_envelope(&record.extension, sender, &self.config.agent_id, payload)
+                    .map_err(|e| Retry::Fail(domain_error(e)))?;
             let mut next = record.clone();
             next.extension = edit.task.clone();
             let mut update = TaskUpdate::new(stored.clone());

@@ -291,9 +291,12 @@ impl EnvelopeEdit {
 }
 
 /// Applies `actor`'s envelope to an existing task: checks, shallow merge, re-validation.
+/// A change of `participants` may not remove the service's agent (`agent_id`) or the last
+/// admin.
 pub fn apply_envelope(
     current: &TaskExtension,
     actor: &str,
+    agent_id: &str,
     payload: &Map<String, Value>,
 ) -> Result<EnvelopeEdit, DomainError> {
     policy::authorize(current, actor, Action::Send)?;
@@ -322,6 +325,7 @@ pub fn apply_envelope(
     let task = TaskExtension::from_value(&merged)?;
     if payload.contains_key("participants") {
         check_participant_ids(&task)?;
+        policy::check_roster(current, &task, Some(agent_id))?;
     }
     let changed = OPEN_FIELDS
         .into_iter()
@@ -679,7 +683,7 @@ mod tests {
             let edit = obj(json!({"participants": [
                 {"id": "ops", "kind": "human", "role": "admin"},
                 {"id": id, "kind": "human", "role": "watcher"}]}));
-            let err = apply_envelope(&team(), "ops", &edit).expect_err("refused");
+            let err = apply_envelope(&team(), "ops", "agent", &edit).expect_err("refused");
             assert!(err.to_string().contains(why), "{err}");
         }
     }
@@ -725,6 +729,7 @@ mod tests {
         let edit = apply_envelope(
             &current,
             "alice",
+            "agent",
             &obj(json!({"acceptance_criteria": [{"text": "Refund issued"}],
             "name": "Refund"})),
         )
@@ -740,6 +745,7 @@ mod tests {
         let met = apply_envelope(
             &edit.task,
             "agent",
+            "agent",
             &obj(json!({"acceptance_criteria": [{"text": "Refund issued", "met": true}]})),
         )
         .expect("assignee may");
@@ -754,9 +760,10 @@ mod tests {
             {"id": "ops", "kind": "human", "role": "admin"},
             {"id": "agent", "kind": "agent", "role": "assignee"},
             {"id": "bob", "kind": "human", "role": "watcher"}]}));
-        let err = apply_envelope(&current, "alice", &add_bob).expect_err("reporter may not");
+        let err =
+            apply_envelope(&current, "alice", "agent", &add_bob).expect_err("reporter may not");
         assert_eq!(err.to_string(), "only an admin may change participants");
-        let edit = apply_envelope(&current, "ops", &add_bob).expect("admin may");
+        let edit = apply_envelope(&current, "ops", "agent", &add_bob).expect("admin may");
         assert!(edit.changes_participants());
         let ids: Vec<_> = edit
             .task
@@ -807,6 +814,21 @@ mod tests {
                 json!({"participants": []}),
                 "only an admin may change participants",
             ),
+            (
+                "ops",
+                json!({"participants": [
+                    {"id": "alice", "kind": "human", "role": "reporter"},
+                    {"id": "ops", "kind": "human", "role": "admin"}]}),
+                "the service's agent cannot be removed from a task it works on",
+            ),
+            (
+                "ops",
+                json!({"participants": [
+                    {"id": "alice", "kind": "human", "role": "reporter"},
+                    {"id": "ops", "kind": "human", "role": "watcher"},
+                    {"id": "agent", "kind": "agent", "role": "assignee"}]}),
+                "the last admin cannot be removed or demoted",
+            ),
             ("ops", json!({"name": 5}), "invalid task extension: /name: "),
             (
                 "ops",
@@ -816,7 +838,8 @@ mod tests {
             ),
         ];
         for (actor, payload, text) in cases {
-            let err = apply_envelope(&current, actor, &obj(payload.clone())).expect_err("refused");
+            let err = apply_envelope(&current, actor, "agent", &obj(payload.clone()))
+                .expect_err("refused");
             assert!(
                 err.to_string().starts_with(text),
                 "{actor} {payload}: {err}"

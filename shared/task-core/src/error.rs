@@ -36,6 +36,10 @@ pub enum DomainError {
     /// An id reserved for an agent, claimed without a verified identity for it (-32602).
     #[error("{0}")]
     ReservedIdentity(String),
+    /// A participants change that would remove the service's agent or the last admin
+    /// (-32602).
+    #[error(transparent)]
+    Roster(#[from] crate::policy::RosterRefusal),
     /// The participant policy said no.
     #[error(transparent)]
     Denied(#[from] AccessDenied),

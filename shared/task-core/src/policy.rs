@@ -108,6 +108,48 @@ pub fn authorize<'t>(
     }
 }
 
+/// Why a change of the participants is refused whatever the actor's role (SPEC section 9).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RosterRefusal {
+    #[error("the service's agent cannot be removed from a task it works on")]
+    AgentRemoved,
+    #[error("the service's agent stays a participant of kind agent")]
+    AgentKindChanged,
+    #[error("the last admin cannot be removed or demoted")]
+    LastAdmin,
+}
+
+/// Checks a change of the participants from `before` to `after`: the service's agent
+/// (`agent_id`, when the caller knows it) stays on the task as an agent, and a task that has
+/// an admin keeps at least one.
+pub fn check_roster(
+    before: &TaskExtension,
+    after: &TaskExtension,
+    agent_id: Option<&str>,
+) -> Result<(), RosterRefusal> {
+    if let Some(agent_id) = agent_id
+        && before.participant(agent_id).is_some()
+    {
+        match after.participant(agent_id) {
+            None => return Err(RosterRefusal::AgentRemoved),
+            Some(agent) if agent.kind != ParticipantKind::Agent => {
+                return Err(RosterRefusal::AgentKindChanged);
+            }
+            Some(_) => {}
+        }
+    }
+    let admins = |t: &TaskExtension| {
+        t.participants
+            .iter()
+            .filter(|p| p.role == Role::Admin)
+            .count()
+    };
+    if admins(before) > 0 && admins(after) == 0 {
+        return Err(RosterRefusal::LastAdmin);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +193,53 @@ mod tests {
         assert!(authorize(&t, "bot", Action::Cancel).is_ok());
         // A human assignee of the same sub-task still may not.
         assert!(authorize(&t, "asg", Action::Cancel).is_err());
+    }
+
+    #[test]
+    fn the_agent_stays_and_so_does_an_admin() {
+        let before = task();
+        let without = |id: &str| {
+            let mut t = before.clone();
+            t.participants.retain(|p| p.id != id);
+            t
+        };
+        assert_eq!(
+            check_roster(&before, &without("bot"), Some("bot")),
+            Err(RosterRefusal::AgentRemoved)
+        );
+        // Another agent participant may go.
+        assert!(check_roster(&before, &without("bot"), Some("other")).is_ok());
+        let mut human_bot = before.clone();
+        if let Some(p) = human_bot.participants.iter_mut().find(|p| p.id == "bot") {
+            p.kind = ParticipantKind::Human;
+        }
+        assert_eq!(
+            check_roster(&before, &human_bot, Some("bot")),
+            Err(RosterRefusal::AgentKindChanged)
+        );
+        assert_eq!(
+            check_roster(&before, &without("adm"), None),
+            Err(RosterRefusal::LastAdmin)
+        );
+        let mut demoted = before.clone();
+        if let Some(p) = demoted.participants.iter_mut().find(|p| p.id == "adm") {
+            p.role = Role::Watcher;
+        }
+        assert_eq!(
+            check_roster(&before, &demoted, None).map_err(|e| e.to_string()),
+            Err("the last admin cannot be removed or demoted".to_owned())
+        );
+        // With a second admin, one may go; a task without admins has none to keep.
+        let mut two = before.clone();
+        two.participants.push(Participant::new(
+            "adm2",
+            ParticipantKind::Human,
+            Role::Admin,
+        ));
+        let mut one = two.clone();
+        one.participants.retain(|p| p.id != "adm");
+        assert!(check_roster(&two, &one, None).is_ok());
+        assert!(check_roster(&without("adm"), &without("adm"), None).is_ok());
     }
 
     #[test]

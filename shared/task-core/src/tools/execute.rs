@@ -444,6 +444,8 @@ fn set_participant_role(
     if let Some(p) = next.extension.participant_mut(&args.participant_id) {
         p.role = args.role;
     }
+    policy::check_roster(&task.extension, &next.extension, None)
+        .map_err(|refused| ToolFailure::new("participants.last_admin", refused.to_string()))?;
     let effect = ToolEffect::RoleChanged {
         actor: actor.to_owned(),
         participant_id: args.participant_id.clone(),

@@ -452,6 +452,23 @@ fn set_participant_role_is_for_admins() {
         ),
         ("alice is now admin", true, true)
     );
+    // The last admin cannot be demoted (here by itself); with another admin, it can.
+    failed(
+        &f.call(
+            &task(),
+            Some("ops"),
+            "set_participant_role",
+            json!({"participant_id": "ops", "role": "watcher"}),
+        ),
+        "[participants.last_admin] the last admin cannot be removed or demoted",
+    );
+    let out = f.call(
+        &t,
+        Some("ops"),
+        "set_participant_role",
+        json!({"participant_id": "ops", "role": "watcher"}),
+    );
+    assert_eq!(out.text(), "ops is now watcher");
 }
 
 #[test]
