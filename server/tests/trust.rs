@@ -480,3 +480,28 @@ async fn the_agent_and_the_last_admin_stay_on_the_task() {
         assert_eq!(ext(&after)["participants"], ext(&task)["participants"]);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_to_ipv4_hidden_in_ipv6_are_refused() {
+    let server = Server::start();
+    for binding in BOTH {
+        let api = server.client().api(binding);
+        let task = api.send_ok(send_req(text("alice", "hello"))).await;
+        let alice = api.as_participant("alice");
+        for url in [
+            // IPv4-translated 127.0.0.1, NAT64 local-use 127.0.0.1 and 169.254.169.254,
+            // Teredo with a loopback server, 6to4 of 10.0.0.1.
+            "https://[::ffff:0:7f00:1]/hook",
+            "https://[64:ff9b:1::7f00:1]/hook",
+            "https://[64:ff9b:1::a9fe:a9fe]/hook",
+            "https://[2001:0:7f00:1::1]/hook",
+            "https://[2002:a00:1::1]/hook",
+        ] {
+            alice
+                .create_push(task["id"].as_str().unwrap(), json!({ "url": url }))
+                .await
+                .expect_err(url)
+                .assert_is(-32602, 400, "INVALID_PARAMS");
+        }
+    }
+}
