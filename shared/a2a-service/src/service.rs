@@ -40,6 +40,7 @@ use crate::config::ServiceConfig;
 use crate::error::ServiceError;
 use crate::identity;
 use crate::listener::{EventListener, Wakeup};
+use crate::push::configs as push_configs;
 use crate::push::{WebhookPolicy, check_webhook_url};
 use crate::runner::{Created, Processed, Runner};
 use crate::views::{View, Views};
@@ -446,7 +447,7 @@ impl Service {
                 self.settle(task_id, run.committing.take()).await?;
             }
             config.task_id = task_id;
-            if let Err(err) = self.put_push_config(config, from).await {
+            if let Err(err) = self.put_push_config(config, from, &sender).await {
                 // The message is queued all the same: run it rather than strand it.
                 if let Intake::Queued { task_id, run, .. } = intake {
                     self.start(&task_id, run);
@@ -906,6 +907,9 @@ impl Service {
             self.commit(vec![Change::Update(Box::new(update))])
                 .await
                 .map_err(Retry::from)?;
+            if edit.changes_participants() {
+                self.remove_leavers_push_configs(&next).await;
+            }
             if !has_content {
                 let task = view::task(&next, None, None);
                 return Ok(Intake::answered(
@@ -1040,10 +1044,12 @@ impl Service {
         }
     }
 
+    /// Stores `owner`'s config (see `push::configs` for the rules the store enforces).
     async fn put_push_config(
         &self,
         mut config: TaskPushNotificationConfig,
         from_seq: u64,
+        owner: &str,
     ) -> Result<TaskPushNotificationConfig, ServiceError> {
         let id = config
             .id
@@ -1051,15 +1057,40 @@ impl Service {
             .filter(|id| !id.is_empty())
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         config.id = Some(id.clone());
+        // Someone else's id is refused before the dispatcher hears of it (being told would
+        // move that config's cursor); the store's own check is the one that counts.
+        let existing = self
+            .store
+            .get_push_config(&config.task_id, &id)
+            .await
+            .map_err(store_error)?;
+        if existing.is_some_and(|c| !c.is_owned_by(owner)) {
+            return Err(ServiceError::InvalidParams(
+                Conflict::PushConfigTaken {
+                    task_id: config.task_id.clone(),
+                    config_id: id,
+                }
+                .to_string(),
+            ));
+        }
         self.listener
             .push_config_storing(&config.task_id, &id, from_seq);
         let stored = self
             .store
-            .put_push_config(config)
+            .put_push_config(owner, config)
             .await
-            .map_err(store_error)?;
+            .map_err(|err| push_configs::put_refusal(err).unwrap_or_else(store_error))?;
         self.listener.push_config_stored(&stored.task_id);
         Ok(stored)
+    }
+
+    /// After an edit of the participants: the configs of those who left go (deliveries skip
+    /// them anyway; a failure here is logged).
+    async fn remove_leavers_push_configs(&self, task: &TaskRecord) {
+        if let Err(err) = push_configs::remove_strays(&*self.store, &task.id, &task.extension).await
+        {
+            warn!(task_id = %task.id, %err, "cannot remove the push configs of those who left the task");
+        }
     }
 
     /// Events of the task from `from_seq` on, after `first`; ends after a terminal state, or an
@@ -1451,7 +1482,8 @@ impl A2aApi for Service {
         let caller = identity::caller(ctx, self.default_participant())?;
         let stored = self.visible(&req.task_id, &caller).await?;
         check_webhook_url(&req.url, &self.webhook_policy()).await?;
-        self.put_push_config(req, stored.counters.events).await
+        self.put_push_config(req, stored.counters.events, &caller)
+            .await
     }
 
     async fn get_push_config(
@@ -1461,11 +1493,14 @@ impl A2aApi for Service {
     ) -> Result<TaskPushNotificationConfig, ServiceError> {
         let caller = identity::caller(ctx, self.default_participant())?;
         self.visible(&req.task_id, &caller).await?;
-        self.store
+        let stored = self
+            .store
             .get_push_config(&req.task_id, &req.id)
             .await
-            .map_err(store_error)?
-            // A2A answers a missing config as a missing task.
+            .map_err(store_error)?;
+        // A2A answers a missing config as a missing task; someone else's is missing to the
+        // caller.
+        push_configs::owned_by(stored, &caller)
             .ok_or_else(|| ServiceError::TaskNotFound(req.task_id.clone()))
     }
 
@@ -1482,7 +1517,7 @@ impl A2aApi for Service {
             .await
             .map_err(store_error)?;
         Ok(ListTaskPushNotificationConfigsResponse {
-            configs,
+            configs: push_configs::those_of(configs, &caller),
             next_page_token: None,
         })
     }
@@ -1493,11 +1528,15 @@ impl A2aApi for Service {
         req: DeleteTaskPushNotificationConfigRequest,
     ) -> Result<(), ServiceError> {
         let caller = identity::caller(ctx, self.default_participant())?;
-        self.visible(&req.task_id, &caller).await?;
+        let stored = self.visible(&req.task_id, &caller).await?;
+        // Out of the caller's scope, nothing is deleted and the answer is that of a config
+        // already gone.
+        let scope = push_configs::delete_scope(&stored.record.extension, &caller);
         self.store
-            .delete_push_config(&req.task_id, &req.id)
+            .delete_push_config(&req.task_id, &req.id, scope)
             .await
-            .map_err(store_error)
+            .map_err(store_error)?;
+        Ok(())
     }
 
     async fn get_extended_agent_card(
