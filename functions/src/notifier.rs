@@ -24,6 +24,9 @@
 //! - **Final failures.** A webhook that refuses a notification (a 4xx other than 408/429), an
 //!   address the policy refuses, or an invalid config is logged and skipped, as the local
 //!   dispatcher does: retrying would never succeed and would hold the shard.
+//! - **Owners.** Before each event, the task is read as it is then (again only if its version
+//!   moved): a config whose owner is no longer a participant (or that has no owner) gets
+//!   nothing more and is deleted.
 //! - **Configs created late.** The configs are read when the event is delivered, so a config
 //!   created while the notifier lags may also receive events appended shortly before it.
 
@@ -31,6 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use a2a_service::push::PushSender;
+use a2a_service::push::configs::{self, Audience};
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use futures::future::join_all;
@@ -110,17 +114,35 @@ impl Notifier {
                 .map(|e| e.item_identifier.clone())
                 .collect()
         };
-        let configs = match self.store.list_push_configs(task_id).await {
+        let mut configs = match self.store.list_push_configs(task_id).await {
             Ok(configs) => configs,
             Err(err) => {
                 tracing::warn!(task_id, error = %err, "cannot list the task's push configs; the batch is retried");
                 return retry_from(0);
             }
         };
-        if configs.is_empty() {
-            return Vec::new();
-        }
+        let mut audience = Audience::new(task_id);
         for (i, new) in events.iter().enumerate() {
+            if configs.is_empty() {
+                return Vec::new();
+            }
+            // At delivery time, each config's owner must be a participant of the task.
+            if let Err(err) = audience.refresh(&*self.store).await {
+                tracing::warn!(task_id, seq = new.seq, error = %err, "cannot read the task for its push configs; the batch is retried");
+                return retry_from(i);
+            }
+            let (keep, gone): (Vec<_>, Vec<_>) =
+                configs.into_iter().partition(|c| audience.admits(c));
+            configs = keep;
+            for config in &gone {
+                // Not delivered either way; a failed delete is tried again by the next batch.
+                if let Err(err) = configs::retire(&*self.store, task_id, config).await {
+                    tracing::warn!(task_id, config_id = config.config.id.as_deref().unwrap_or(""), error = %err, "cannot remove a push config whose owner left the task");
+                }
+            }
+            if configs.is_empty() {
+                return Vec::new();
+            }
             let stored = match self.store.events(task_id, new.seq, 1).await {
                 Ok(found) => found.into_iter().next(),
                 Err(err) => {
@@ -139,15 +161,15 @@ impl Notifier {
             let outcomes = join_all(
                 configs
                     .iter()
-                    .map(|config| self.sender.deliver(config, &stored.event)),
+                    .map(|config| self.sender.deliver(&config.config, &stored.event)),
             )
             .await;
             let mut transient = false;
             for (config, outcome) in configs.iter().zip(outcomes) {
                 if let Err(err) = outcome {
                     tracing::warn!(
-                        task_id, seq = new.seq, config_id = config.id.as_deref().unwrap_or(""),
-                        url = %config.url, error = %err, transient = err.is_transient(),
+                        task_id, seq = new.seq, config_id = config.config.id.as_deref().unwrap_or(""),
+                        url = %config.config.url, error = %err, transient = err.is_transient(),
                         "push notification not delivered"
                     );
                     transient |= err.is_transient();

@@ -183,3 +183,82 @@ async fn a_batch_without_notifications_or_configs_delivers_nothing() {
             .unwrap();
     assert!(functions::notifier::new_events(&fixture_event).is_empty());
 }
+
+/// Rewrites the task's participants through the store (as an admin's envelope edit would),
+/// with the edit's event.
+async fn set_participants(
+    deployment: &Deployment,
+    task_id: &str,
+    edit: impl FnOnce(&mut Vec<task_core::extension::Participant>),
+) {
+    use task_store::{Change, TaskUpdate};
+    let base = deployment.store.get(task_id).await.unwrap().unwrap();
+    let mut record = base.record.clone();
+    edit(&mut record.extension.participants);
+    let event = a2a::StreamResponse::StatusUpdate(a2a::TaskStatusUpdateEvent {
+        task_id: task_id.to_owned(),
+        context_id: record.context_id.clone(),
+        status: record.status.clone(),
+        metadata: None,
+    });
+    let mut update = TaskUpdate::new(base);
+    update.events.push(event);
+    update.record = Some(record);
+    deployment
+        .store
+        .commit(vec![Change::Update(Box::new(update))])
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_whose_owner_left_the_task_gets_nothing_and_is_removed() {
+    use task_core::extension::{Participant, ParticipantKind, Role};
+    let deployment = Deployment::with_env(&[("ALLOW_PRIVATE_WEBHOOKS", "true")]);
+    let hook = Webhook::start(&[]).await;
+    let task = task_with_webhook(&deployment, &hook.url("/alice"), "a").await;
+    set_participants(&deployment, &task, |p| {
+        p.push(Participant::new(
+            "bob",
+            ParticipantKind::Human,
+            Role::Watcher,
+        ))
+    })
+    .await;
+    let bobs = a2a::TaskPushNotificationConfig {
+        url: hook.url("/bob"),
+        id: Some("bobs".into()),
+        task_id: task.clone(),
+        token: None,
+        authentication: None,
+        tenant: None,
+    };
+    deployment.store.put_push_config("bob", bobs).await.unwrap();
+    // Bob leaves before the notifier sees the task's events: at delivery time he is gone.
+    set_participants(&deployment, &task, |p| p.retain(|p| p.id != "bob")).await;
+
+    let (batch, expected) = stream_batch(&deployment, &[&task]).await;
+    let event: aws_lambda_events::event::dynamodb::Event = serde_json::from_value(batch).unwrap();
+    let response = notifier(&deployment).handle(&event).await;
+    assert!(response.batch_item_failures.is_empty());
+    let received = hook.received();
+    assert_eq!(
+        received.iter().filter(|(p, ..)| p == "/alice").count(),
+        expected.len(),
+        "the owner who stayed gets every event"
+    );
+    assert_eq!(
+        received.iter().filter(|(p, ..)| p == "/bob").count(),
+        0,
+        "nothing goes to a config whose owner left"
+    );
+    assert_eq!(
+        deployment
+            .store
+            .get_push_config(&task, "bobs")
+            .await
+            .unwrap(),
+        None,
+        "and it is removed"
+    );
+}

@@ -171,12 +171,25 @@ fn needed_actions() -> BTreeMap<&'static str, Vec<&'static str>> {
             "list-push-configs",
             vec!["dynamodb:GetItem", "dynamodb:Query"],
         ),
+        // The task (access), the config (its owner), then one conditional write with the
+        // owner's counters.
         (
             "delete-push-config",
-            vec!["dynamodb:GetItem", "dynamodb:Query", "dynamodb:DeleteItem"],
+            vec![
+                "dynamodb:GetItem",
+                "dynamodb:Query",
+                "dynamodb:TransactWriteItems",
+            ],
         ),
-        // Configs and events of the tasks in a batch.
-        ("push-notifier", vec!["dynamodb:GetItem", "dynamodb:Query"]),
+        // Configs, tasks and events of a batch; deleting configs whose owner left the task.
+        (
+            "push-notifier",
+            vec![
+                "dynamodb:GetItem",
+                "dynamodb:Query",
+                "dynamodb:TransactWriteItems",
+            ],
+        ),
         ("agent-card", vec![]),
         ("get-extended-agent-card", vec![]),
         ("authorizer", vec![]),

@@ -320,3 +320,257 @@ async fn loopback_webhooks_are_refused_unless_the_operator_allows_them() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Push configs belong to the participant who created them
+// ---------------------------------------------------------------------------------------------
+
+/// The configs of a ListTaskPushNotificationConfigs answer (an empty list may be left out).
+fn configs_in(listed: &serde_json::Value) -> Vec<serde_json::Value> {
+    listed["configs"].as_array().cloned().unwrap_or_default()
+}
+
+/// A task whose participants are set by `creator`'s envelope (each `(id, role)`, humans).
+async fn team_task(api: &Api, creator: &str, team: &[(&str, &str)]) -> serde_json::Value {
+    let mut participants: Vec<serde_json::Value> = team
+        .iter()
+        .map(|(id, role)| json!({"id": id, "kind": "human", "role": role}))
+        .collect();
+    participants.push(json!({"id": "tiny-harness", "kind": "agent", "role": "assignee"}));
+    let envelope = data_part(
+        TASK_MEDIA_TYPE,
+        json!({"name": "Team", "goal": "g", "participants": participants}),
+    );
+    api.send_ok(send_req(message(
+        Some(creator),
+        vec![text_part("team work"), envelope],
+    )))
+    .await
+}
+
+/// `admin`'s envelope that sets the task's participants to `team` (and the agent).
+async fn set_team(api: &Api, admin: &str, task: &serde_json::Value, team: &[(&str, &str)]) {
+    let mut participants: Vec<serde_json::Value> = team
+        .iter()
+        .map(|(id, role)| json!({"id": id, "kind": "human", "role": role}))
+        .collect();
+    participants.push(json!({"id": "tiny-harness", "kind": "agent", "role": "assignee"}));
+    let envelope = data_part(TASK_MEDIA_TYPE, json!({"participants": participants}));
+    api.send_ok(send_req(on(message(Some(admin), vec![envelope]), task)))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_cannot_see_take_over_or_delete_the_reporters_push_config() {
+    let server = Server::builder().allow_private_webhooks().start();
+    for binding in BOTH {
+        let mut hook = Webhook::start().await;
+        let api = server.client().api(binding);
+        let team = [("alice", "reporter"), ("wes", "watcher"), ("ada", "admin")];
+        let task = team_task(&api, "alice", &team).await;
+        let task_id = task["id"].as_str().unwrap();
+        let (alice, wes, ada) = (
+            api.as_participant("alice"),
+            api.as_participant("wes"),
+            api.as_participant("ada"),
+        );
+        let alices = json!({
+            "id": "alices", "url": hook.url("/alice"), "token": "tok-alice",
+            "authentication": {"scheme": "Bearer", "credentials": "secret-alice"}
+        });
+        alice
+            .create_push(task_id, alices.clone())
+            .await
+            .expect("create");
+
+        // Listing shows the watcher nothing of it, and no secret.
+        let listed = wes.list_push(task_id).await.expect("a watcher lists");
+        assert!(configs_in(&listed).is_empty(), "{binding:?}: {listed}");
+        let shown = listed.to_string();
+        assert!(
+            !shown.contains("secret-alice") && !shown.contains("tok-alice"),
+            "{shown}"
+        );
+        // Getting it is getting a config that does not exist.
+        let got = wes.get_push(task_id, "alices").await.expect_err("not his");
+        got.assert_is(-32001, 404, "TASK_NOT_FOUND");
+        let missing = wes.get_push(task_id, "no-such").await.expect_err("missing");
+        assert_eq!(got.message, missing.message, "{binding:?}");
+        assert!(!got.raw.to_string().contains("secret-alice"));
+
+        // Reusing its id to redirect the notifications is refused.
+        let hijack = wes
+            .create_push(
+                task_id,
+                json!({"id": "alices", "url": hook.url("/wes"), "token": "tok-wes"}),
+            )
+            .await
+            .expect_err("an id of someone else's config");
+        hijack.assert_is(-32602, 400, "INVALID_PARAMS");
+        assert!(
+            hijack.message.contains("push config id alices is taken"),
+            "{binding:?}: {hijack:?}"
+        );
+
+        // A watcher's delete is answered like the delete of a missing config, and deletes
+        // nothing.
+        let deleted = wes.delete_push(task_id, "alices").await.expect("answered");
+        let deleted_missing = wes.delete_push(task_id, "no-such").await.expect("answered");
+        assert_eq!(deleted, deleted_missing, "{binding:?}");
+        let kept = alice
+            .get_push(task_id, "alices")
+            .await
+            .expect("still there");
+        assert_eq!(kept["url"], hook.url("/alice"));
+        assert_eq!(kept["token"], "tok-alice", "the owner sees her token");
+        assert_eq!(kept["authentication"]["credentials"], "secret-alice");
+
+        // The notifications still go to alice's webhook, and only there.
+        api.send_ok(send_req(on(text("alice", "who hears this?"), &task)))
+            .await;
+        let got = hook.until(waits_for_input).await;
+        let got: Vec<Delivery> = got.into_iter().chain(hook.drain()).collect();
+        assert!(got.iter().all(|d| d.path == "/alice"), "{got:?}");
+        for d in &got {
+            assert_eq!(d.header("x-a2a-notification-token"), Some("tok-alice"));
+        }
+
+        // An admin may delete it (without seeing it).
+        assert!(configs_in(&ada.list_push(task_id).await.expect("list")).is_empty());
+        ada.delete_push(task_id, "alices")
+            .await
+            .expect("an admin deletes");
+        alice
+            .get_push(task_id, "alices")
+            .await
+            .expect_err("gone")
+            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_participants_webhook_gets_nothing_after_the_removal() {
+    let server = Server::builder().allow_private_webhooks().start();
+    for binding in BOTH {
+        let mut adas_hook = Webhook::start().await;
+        let mut bobs_hook = Webhook::start().await;
+        let api = server.client().api(binding);
+        let team = [("ada", "admin"), ("bob", "watcher")];
+        let task = team_task(&api, "ada", &team).await;
+        let task_id = task["id"].as_str().unwrap();
+        for (who, hook) in [("ada", &adas_hook), ("bob", &bobs_hook)] {
+            api.as_participant(who)
+                .create_push(
+                    task_id,
+                    json!({"id": format!("{who}s"), "url": hook.url("/hook"), "token": who}),
+                )
+                .await
+                .expect("create");
+        }
+        api.send_ok(send_req(on(text("ada", "first"), &task))).await;
+        adas_hook.until(waits_for_input).await;
+        bobs_hook.until(waits_for_input).await;
+
+        // Bob leaves: neither the removal nor anything after reaches his webhook.
+        set_team(&api, "ada", &task, &[("ada", "admin")]).await;
+        api.send_ok(send_req(on(text("ada", "second"), &task)))
+            .await;
+        // The removal's own event (the task still waits for input), then the next turn.
+        let mut after = adas_hook.until(waits_for_input).await;
+        after.extend(adas_hook.until(waits_for_input).await);
+        assert_eq!(
+            kinds(&after),
+            [
+                "status:TASK_STATE_INPUT_REQUIRED",
+                "status:TASK_STATE_WORKING",
+                "status:TASK_STATE_INPUT_REQUIRED"
+            ],
+            "{binding:?}: ada gets the removal and the next turn"
+        );
+        let leaked = bobs_hook.drain();
+        assert!(leaked.is_empty(), "{binding:?}: {leaked:?}");
+
+        // His config went with him: back on the task, he has none.
+        set_team(&api, "ada", &task, &[("ada", "admin"), ("bob", "watcher")]).await;
+        let bob = api.as_participant("bob");
+        bob.get_push(task_id, "bobs")
+            .await
+            .expect_err("removed with its owner")
+            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+        assert!(configs_in(&bob.list_push(task_id).await.expect("list")).is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_configs_are_capped_per_participant_and_per_task() {
+    const PER_PARTICIPANT: usize = 10;
+    const PER_TASK: usize = 50;
+    let server = Server::builder().allow_private_webhooks().start();
+    let hook = Webhook::start().await;
+    for binding in BOTH {
+        let api = server.client().api(binding);
+        let names: Vec<String> = (0..PER_TASK / PER_PARTICIPANT + 1)
+            .map(|i| format!("p{i}"))
+            .collect();
+        let team: Vec<(&str, &str)> = std::iter::once(("alice", "reporter"))
+            .chain(names.iter().map(|n| (n.as_str(), "watcher")))
+            .collect();
+        let task = team_task(&api, "alice", &team).await;
+        let task_id = task["id"].as_str().unwrap();
+        let alice = api.as_participant("alice");
+        let config = |id: String| json!({"id": id, "url": hook.url("/capped")});
+        for i in 0..PER_PARTICIPANT {
+            alice
+                .create_push(task_id, config(format!("a{i}")))
+                .await
+                .expect("under the cap");
+        }
+        let over = alice
+            .create_push(task_id, config("a-extra".into()))
+            .await
+            .expect_err("over the cap");
+        over.assert_is(-32602, 400, "INVALID_PARAMS");
+        assert_eq!(
+            over.message,
+            format!("at most {PER_PARTICIPANT} push configs per participant per task"),
+            "{binding:?}"
+        );
+        // Replacing one is no new config; deleting one frees a slot.
+        alice
+            .create_push(task_id, config("a0".into()))
+            .await
+            .expect("a replacement");
+        alice.delete_push(task_id, "a1").await.expect("delete");
+        alice
+            .create_push(task_id, config("a-extra".into()))
+            .await
+            .expect("a freed slot");
+
+        // The task's cap, over everyone's configs.
+        let mut total = PER_PARTICIPANT;
+        'fill: for name in &names {
+            for i in 0..PER_PARTICIPANT {
+                if total == PER_TASK {
+                    break 'fill;
+                }
+                api.as_participant(name)
+                    .create_push(task_id, config(format!("{name}-{i}")))
+                    .await
+                    .expect("under the task's cap");
+                total += 1;
+            }
+        }
+        let last = names.last().unwrap();
+        let over = api
+            .as_participant(last)
+            .create_push(task_id, config("one-too-many".into()))
+            .await
+            .expect_err("over the task's cap");
+        over.assert_is(-32602, 400, "INVALID_PARAMS");
+        assert_eq!(
+            over.message,
+            format!("at most {PER_TASK} push configs per task"),
+            "{binding:?}"
+        );
+    }
+}

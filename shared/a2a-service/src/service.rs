@@ -41,6 +41,7 @@ use crate::config::ServiceConfig;
 use crate::error::ServiceError;
 use crate::identity::{self, Who};
 use crate::listener::{EventListener, Wakeup};
+use crate::push::configs as push_configs;
 use crate::push::{WebhookPolicy, check_webhook_url};
 use crate::refusals::RefusalBudget;
 use crate::runner::{Created, Processed, Runner};
@@ -465,6 +466,9 @@ impl Service {
             .as_ref()
             .and_then(|c| c.task_push_notification_config.clone());
         if let Some(config) = &push {
+            if let Some(id) = config.id.as_deref().filter(|id| !id.is_empty()) {
+                identity::check(IdKind::PushConfig, "taskPushNotificationConfig.id", id)?;
+            }
             check_webhook_url(&config.url, &self.webhook_policy()).await?;
         }
         let mut intake = match &message.task_id {
@@ -489,7 +493,7 @@ impl Service {
                 self.settle(task_id, run.committing.take()).await?;
             }
             config.task_id = task_id;
-            if let Err(err) = self.put_push_config(config, from).await {
+            if let Err(err) = self.put_push_config(config, from, &sender.id).await {
                 // The message is queued all the same: run it rather than strand it.
                 if let Intake::Queued { task_id, run, .. } = intake {
                     self.start(&task_id, run);
@@ -979,6 +983,9 @@ impl Service {
             self.commit(vec![Change::Update(Box::new(update))])
                 .await
                 .map_err(Retry::from)?;
+            if edit.changes_participants() {
+                self.remove_leavers_push_configs(&next).await;
+            }
             if !has_content {
                 let task = view::task(&next, None, None);
                 return Ok(Intake::answered(
@@ -1113,26 +1120,54 @@ impl Service {
         }
     }
 
+    /// Stores `owner`'s config (see `push::configs` for the rules the store enforces).
     async fn put_push_config(
         &self,
         mut config: TaskPushNotificationConfig,
         from_seq: u64,
+        owner: &str,
     ) -> Result<TaskPushNotificationConfig, ServiceError> {
         let id = config
             .id
             .clone()
             .filter(|id| !id.is_empty())
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        identity::check(IdKind::PushConfig, "id", &id)?;
         config.id = Some(id.clone());
+        // Someone else's id is refused before the dispatcher hears of it (being told would
+        // move that config's cursor); the store's own check is the one that counts.
+        let existing = self
+            .store
+            .get_push_config(&config.task_id, &id)
+            .await
+            .map_err(store_error)?;
+        if existing.is_some_and(|c| !c.is_owned_by(owner)) {
+            return Err(ServiceError::InvalidParams(
+                Conflict::PushConfigTaken {
+                    task_id: config.task_id.clone(),
+                    config_id: id,
+                }
+                .to_string(),
+            ));
+        }
         self.listener
             .push_config_storing(&config.task_id, &id, from_seq);
         let stored = self
             .store
-            .put_push_config(config)
+            .put_push_config(owner, config)
             .await
-            .map_err(store_error)?;
+            .map_err(|err| push_configs::put_refusal(err).unwrap_or_else(store_error))?;
         self.listener.push_config_stored(&stored.task_id);
         Ok(stored)
+    }
+
+    /// After an edit of the participants: the configs of those who left go (deliveries skip
+    /// them anyway; a failure here is logged).
+    async fn remove_leavers_push_configs(&self, task: &TaskRecord) {
+        if let Err(err) = push_configs::remove_strays(&*self.store, &task.id, &task.extension).await
+        {
+            warn!(task_id = %task.id, %err, "cannot remove the push configs of those who left the task");
+        }
     }
 
     /// Events of the task from `from_seq` on, after `first`; ends after a terminal state, or an
@@ -1551,7 +1586,8 @@ impl A2aApi for Service {
         let caller = self.caller(ctx)?;
         let stored = self.visible(&req.task_id, &caller).await?;
         check_webhook_url(&req.url, &self.webhook_policy()).await?;
-        self.put_push_config(req, stored.counters.events).await
+        self.put_push_config(req, stored.counters.events, &caller.id)
+            .await
     }
 
     async fn get_push_config(
@@ -1560,12 +1596,16 @@ impl A2aApi for Service {
         req: GetTaskPushNotificationConfigRequest,
     ) -> Result<TaskPushNotificationConfig, ServiceError> {
         let caller = self.caller(ctx)?;
+        identity::check(IdKind::PushConfig, "id", &req.id)?;
         self.visible(&req.task_id, &caller).await?;
-        self.store
+        let stored = self
+            .store
             .get_push_config(&req.task_id, &req.id)
             .await
-            .map_err(store_error)?
-            // A2A answers a missing config as a missing task.
+            .map_err(store_error)?;
+        // A2A answers a missing config as a missing task; someone else's is missing to the
+        // caller.
+        push_configs::owned_by(stored, &caller.id)
             .ok_or_else(|| ServiceError::TaskNotFound(req.task_id.clone()))
     }
 
@@ -1582,7 +1622,7 @@ impl A2aApi for Service {
             .await
             .map_err(store_error)?;
         Ok(ListTaskPushNotificationConfigsResponse {
-            configs,
+            configs: push_configs::those_of(configs, &caller.id),
             next_page_token: None,
         })
     }
@@ -1593,11 +1633,16 @@ impl A2aApi for Service {
         req: DeleteTaskPushNotificationConfigRequest,
     ) -> Result<(), ServiceError> {
         let caller = self.caller(ctx)?;
-        self.visible(&req.task_id, &caller).await?;
+        identity::check(IdKind::PushConfig, "id", &req.id)?;
+        let stored = self.visible(&req.task_id, &caller).await?;
+        // Out of the caller's scope, nothing is deleted and the answer is that of a config
+        // already gone.
+        let scope = push_configs::delete_scope(&stored.record.extension, &caller.id);
         self.store
-            .delete_push_config(&req.task_id, &req.id)
+            .delete_push_config(&req.task_id, &req.id, scope)
             .await
-            .map_err(store_error)
+            .map_err(store_error)?;
+        Ok(())
     }
 
     async fn get_extended_agent_card(

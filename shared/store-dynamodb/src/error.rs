@@ -80,6 +80,15 @@ pub enum Guard {
     /// Any other item of a change (logs, index; conditioned only as a safeguard): if one
     /// fails, the task moved on (or, for a creation, already existed).
     Log { task_id: String, creating: bool },
+    /// A push config item: free (a creation) or still the writer's (a replacement, a
+    /// delete).
+    PushConfigId { task_id: String, config_id: String },
+    /// A push config counter under its cap (a creation).
+    PushConfigCap {
+        task_id: String,
+        per_participant: bool,
+        max: usize,
+    },
 }
 
 /// Reasons that mean "the same item is in another transaction right now".
@@ -157,6 +166,21 @@ pub fn classify(reasons: &[CancellationReason], guards: &[Guard]) -> Cancellatio
                 task_id,
                 creating: false,
             } => Cancellation::Conflict(Conflict::TaskChanged(task_id.clone())),
+            Guard::PushConfigId { task_id, config_id } => {
+                Cancellation::Conflict(Conflict::PushConfigTaken {
+                    task_id: task_id.clone(),
+                    config_id: config_id.clone(),
+                })
+            }
+            Guard::PushConfigCap {
+                task_id,
+                per_participant,
+                max,
+            } => Cancellation::Conflict(Conflict::TooManyPushConfigs {
+                task_id: task_id.clone(),
+                per_participant: *per_participant,
+                max: *max,
+            }),
         };
     }
     let any = |codes: &[&str]| {

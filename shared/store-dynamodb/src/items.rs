@@ -37,7 +37,10 @@ pub mod attr {
     pub const AT: &str = "at";
     pub const MESSAGE_ID: &str = "mid";
     pub const SENDER: &str = "sender";
+    /// A lease's holder; a push config's owner.
     pub const OWNER: &str = "owner";
+    /// A push config counter's count.
+    pub const COUNT: &str = "n";
     pub const TOKEN: &str = "token";
     pub const EXPIRES_AT: &str = "expires_at";
 }

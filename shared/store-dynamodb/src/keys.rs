@@ -16,6 +16,8 @@
 //! | `INBOX#<time>#<chunk:03>#<message id>` | a chunk of a waiting message |
 //! | `AUD#<time>#<message id>` | an audit entry |
 //! | `PUSH#<config id>` | a push config |
+//! | `PCOUNT#<participant id>` | how many push configs the participant owns on the task |
+//! | `PCOUNT` | how many owned push configs the task has |
 //! | `PART#<participant id>` | a participant-index entry (GSI1) |
 //! | `LEASE` | the run lease (GSI2) |
 
@@ -35,6 +37,8 @@ pub const MESSAGE_ID_PREFIX: &str = "MID#";
 pub const INBOX_PREFIX: &str = "INBOX#";
 pub const AUDIT_PREFIX: &str = "AUD#";
 pub const PUSH_PREFIX: &str = "PUSH#";
+/// Push config counters (not under `PUSH#`, so listing the configs does not meet them).
+pub const PUSH_COUNT_SK: &str = "PCOUNT";
 pub const PARTICIPANT_PREFIX: &str = "PART#";
 
 /// Width of an encoded time: `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`.
@@ -140,6 +144,14 @@ pub fn audit_sk(at: &str, message_id: &str) -> String {
 
 pub fn push_sk(config_id: &str) -> String {
     format!("{PUSH_PREFIX}{config_id}")
+}
+
+/// The counter of `owner`'s push configs on a task, or (`None`) of all its owned configs.
+pub fn push_count_sk(owner: Option<&str>) -> String {
+    match owner {
+        Some(owner) => format!("{PUSH_COUNT_SK}#{owner}"),
+        None => PUSH_COUNT_SK.to_owned(),
+    }
 }
 
 pub fn participant_sk(participant: &str) -> String {
@@ -304,6 +316,9 @@ mod tests {
         assert_eq!(participant_sk("alice"), "PART#alice");
         assert_eq!(message_id_sk("m-1"), "MID#m-1");
         assert_eq!(push_sk("c1"), "PUSH#c1");
+        assert_eq!(push_count_sk(Some("alice")), "PCOUNT#alice");
+        assert_eq!(push_count_sk(None), "PCOUNT");
+        assert!(!push_count_sk(None).starts_with(PUSH_PREFIX));
     }
 
     #[test]

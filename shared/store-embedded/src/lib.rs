@@ -20,6 +20,7 @@
 
 mod logged;
 mod memtable;
+mod push;
 mod wal;
 mod writer;
 
@@ -27,7 +28,7 @@ use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, RwLock};
 
 use a2a::{Artifact, Message};
 use async_trait::async_trait;
@@ -41,8 +42,8 @@ use serde::{Deserialize, Serialize};
 use task_store::limits::{self, EncodedChange};
 use task_store::{
     AuditEntry, Change, Committed, Conflict, InboxItem, InboxKey, InboxStore, Lease, LeaseStore,
-    ListQuery, NewTask, Newer, PendingCommit, PushConfig, PushConfigStore, StoreError, StoreResult,
-    StoredEvent, StoredTask, TaskCounters, TaskPage, TaskRecord, TaskStore, TaskUpdate,
+    ListQuery, NewTask, Newer, PendingCommit, StoreError, StoreResult, StoredEvent, StoredTask,
+    TaskCounters, TaskPage, TaskRecord, TaskStore, TaskUpdate,
 };
 use writer::backend;
 
@@ -93,7 +94,7 @@ const MESSAGE_IDS: Def<(&str, &str), ()> = Def::new(6, "message_ids");
 const INBOX: Def<(&str, i64, u32, &str), (&str, &str)> = Def::new(7, "inbox_items");
 /// (task, seconds, nanos, message id) → audit entry.
 const AUDIT: Def<(&str, i64, u32, &str), &str> = Def::new(8, "audit");
-/// (task, config id) → push config.
+/// (task, config id) → push config with its owner (see [`push`]).
 const PUSH: Def<(&str, &str), &str> = Def::new(9, "push_configs");
 /// Task id → lease.
 const LEASES: Def<&str, &str> = Def::new(10, "leases");
@@ -544,7 +545,7 @@ impl EmbeddedStore {
         let (log, spare) = writer::Log::recover(&db, &wal_paths(path))?;
         let db = Arc::new(db);
         let view = Arc::new(writer::View::new(log.last_group()));
-        let push_tasks = Arc::new(RwLock::new(tasks_with_push_configs(&db)?));
+        let push_tasks = Arc::new(RwLock::new(push::tasks_with_push_configs(&db)?));
         let writer = Arc::new(writer::Writer::start(
             db.clone(),
             view.clone(),
@@ -1321,104 +1322,6 @@ impl LeaseStore for EmbeddedStore {
                 .collect())
         })
     }
-}
-
-#[async_trait]
-impl PushConfigStore for EmbeddedStore {
-    async fn put_push_config(&self, config: PushConfig) -> StoreResult<PushConfig> {
-        let id = config
-            .id
-            .clone()
-            .ok_or_else(|| StoreError::Invalid("a push config needs an id".to_owned()))?;
-        let doc = json(&config)?;
-        let push_tasks = Arc::clone(&self.push_tasks);
-        self.writer
-            .write(
-                (config, id, doc),
-                |tables, (config, _, _)| {
-                    let task = config.task_id.as_str();
-                    match meta_of(tables, task)? {
-                        Some(_) => Ok(()),
-                        None => Err(StoreError::NotFound(format!("task {task}"))),
-                    }
-                },
-                move |tables, (config, id, doc), ()| {
-                    tables
-                        .push
-                        .insert((config.task_id.as_str(), id.as_str()), doc.as_str())
-                        .map_err(backend)?;
-                    // Before the write is durable: a dispatcher that lists too early finds
-                    // nothing and is told again once the config is stored.
-                    push_tasks
-                        .write()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(config.task_id.clone());
-                    Ok(config)
-                },
-            )
-            .await
-    }
-
-    async fn get_push_config(
-        &self,
-        task_id: &str,
-        config_id: &str,
-    ) -> StoreResult<Option<PushConfig>> {
-        self.read(|snapshot| {
-            let doc = snapshot.table(PUSH)?.get((task_id, config_id))?;
-            doc.map(|d| parse("push config", d.value())).transpose()
-        })
-    }
-
-    async fn list_push_configs(&self, task_id: &str) -> StoreResult<Vec<PushConfig>> {
-        self.read(|snapshot| {
-            let mut configs = Vec::new();
-            for entry in snapshot.table(PUSH)?.range((task_id, "").., false)? {
-                let (key, value) = entry.map_err(backend)?;
-                if key.value().0 != task_id {
-                    break;
-                }
-                configs.push(parse("push config", value.value())?);
-            }
-            Ok(configs)
-        })
-    }
-
-    async fn delete_push_config(&self, task_id: &str, config_id: &str) -> StoreResult<()> {
-        self.writer
-            .write(
-                (task_id.to_owned(), config_id.to_owned()),
-                |_, _| Ok(()),
-                |tables, (task, id), ()| {
-                    tables
-                        .push
-                        .remove((task.as_str(), id.as_str()))
-                        .map_err(backend)?;
-                    Ok(())
-                },
-            )
-            .await
-    }
-
-    fn may_have_push_configs(&self, task_id: &str) -> bool {
-        self.push_tasks
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(task_id)
-    }
-}
-
-/// The tasks the file holds push configs of.
-fn tasks_with_push_configs(db: &Database) -> StoreResult<HashSet<String>> {
-    use redb::{ReadableDatabase, ReadableTable};
-    let txn = db.begin_read().map_err(backend)?;
-    let push = txn.open_table(PUSH.table).map_err(backend)?;
-    let mut tasks = HashSet::new();
-    for entry in push.iter().map_err(backend)? {
-        let (key, _) = entry.map_err(backend)?;
-        tasks.insert(key.value().0.to_owned());
-    }
-    Ok(tasks)
 }
 
 #[cfg(test)]

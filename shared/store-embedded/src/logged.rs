@@ -11,11 +11,12 @@
 
 use std::borrow::Borrow;
 use std::cell::OnceCell;
+use std::ops::{Bound, RangeBounds};
 
 use redb::{Key, ReadOnlyTable, ReadTransaction, ReadableDatabase, StorageError, Table, Value};
 
 use crate::Def;
-use crate::memtable::{Found, Lookup, MemTable};
+use crate::memtable::{Found, Lookup, MemTable, Merged, overlay};
 
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
@@ -89,16 +90,43 @@ impl<'a, K: Key + 'static, V: Value + 'static> Logged<'a, K, V> {
                 Lookup::Absent => {}
             }
         }
-        let table = self
-            .table
+        let found = self.file()?.get(key.borrow()).map_err(|e| e.to_string())?;
+        Ok(found.map(Found::Disk))
+    }
+
+    /// The rows of `range` in key order as the writer sees them: each key's newest version in
+    /// a layer, else the file's row.
+    pub(crate) fn range<'k, KR: Borrow<K::SelfType<'k>>>(
+        &self,
+        range: impl RangeBounds<KR>,
+    ) -> Result<Merged<K, V>, String> {
+        let encode = |bound: Bound<&KR>| bound.map(|k| K::as_bytes(k.borrow()).as_ref().to_vec());
+        let (lower, upper) = (encode(range.start_bound()), encode(range.end_bound()));
+        let (lower, upper) = (
+            lower.as_ref().map(Vec::as_slice),
+            upper.as_ref().map(Vec::as_slice),
+        );
+        let older = self
+            .older
+            .map(|layer| layer.range(lower, upper, u64::MAX))
+            .unwrap_or_default();
+        let rows = overlay(self.mem.range(lower, upper, u64::MAX), older, K::compare);
+        let file = self
+            .file()?
+            .range::<KR>((range.start_bound(), range.end_bound()))
+            .map_err(|e| e.to_string())?;
+        Ok(Merged::new(rows, Box::new(file), false))
+    }
+
+    /// The table in the file as last checkpointed.
+    fn file(&self) -> Result<&ReadOnlyTable<K, V>, String> {
+        self.table
             .get_or_init(|| {
                 let txn = self.disk.txn()?;
                 txn.open_table(self.def.table).map_err(|e| e.to_string())
             })
             .as_ref()
-            .map_err(Clone::clone)?;
-        let found = table.get(key.borrow()).map_err(|e| e.to_string())?;
-        Ok(found.map(Found::Disk))
+            .map_err(Clone::clone)
     }
 
     pub(crate) fn insert<'k, 'v>(

@@ -9,8 +9,8 @@ use store_embedded::EmbeddedStore;
 use task_core::extension::Role;
 use task_store::contract::{at, record, status_event, user_message};
 use task_store::{
-    AuditEntry, Change, InboxItem, InboxKey, InboxStore, LeaseStore, NewTask, PushConfigStore,
-    TaskStore, TaskUpdate,
+    AuditEntry, Change, DeleteScope, InboxItem, InboxKey, InboxStore, LeaseStore, NewTask,
+    PushConfigStore, TaskStore, TaskUpdate,
 };
 
 const DB_ENV: &str = "EMBEDDED_RESTART_TEST_DB";
@@ -74,7 +74,22 @@ async fn writer_then_crash() {
         authentication: None,
         tenant: None,
     };
-    store.put_push_config(config).await.expect("push config");
+    for id in ["c1", "c2"] {
+        let config = a2a::TaskPushNotificationConfig {
+            id: Some(id.into()),
+            ..config.clone()
+        };
+        store
+            .put_push_config("alice", config)
+            .await
+            .expect("push config");
+    }
+    assert!(
+        store
+            .delete_push_config("t-1", "c2", DeleteScope::Owner("alice"))
+            .await
+            .expect("delete")
+    );
     // No drop, no flush, no shutdown: the process dies here.
     std::process::abort();
 }
@@ -125,10 +140,12 @@ async fn survives_a_crash_after_its_writes() {
             task_store::Conflict::LeaseHeld { .. }
         ))
     ));
-    assert_eq!(
-        store.list_push_configs("t-1").await.expect("configs").len(),
-        1
-    );
+    let configs = store.list_push_configs("t-1").await.expect("configs");
+    let kept: Vec<_> = configs
+        .iter()
+        .map(|c| (c.config.id.as_deref(), c.owner.as_deref()))
+        .collect();
+    assert_eq!(kept, [(Some("c1"), Some("alice"))], "with its owner");
     // Which tasks have configs is read back from the file (the push dispatcher lists only
     // theirs).
     assert!(store.may_have_push_configs("t-1"));

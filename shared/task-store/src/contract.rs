@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use a2a::{
-    Artifact, Message, Part, Role as MessageRole, StreamResponse, Task, TaskPushNotificationConfig,
-    TaskState, TaskStatus, TaskStatusUpdateEvent,
+    Artifact, Message, Part, Role as MessageRole, StreamResponse, Task, TaskState, TaskStatus,
+    TaskStatusUpdateEvent,
 };
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use task_core::extension::{Participant, ParticipantKind, Role, TaskExtension};
@@ -19,6 +19,9 @@ use crate::error::{Conflict, StoreError};
 use crate::limits::MAX_DOCUMENT_BYTES;
 use crate::model::*;
 use crate::port::{Newer, Store};
+
+mod push;
+pub use push::*;
 
 /// Runs every contract test against stores made by `$make` (an async expression giving an
 /// `Arc<dyn Store>`), one `#[tokio::test]` each.
@@ -32,7 +35,9 @@ macro_rules! contract_suite {
             artifacts_keep_their_first_order, an_update_applied_is_what_the_store_reads, a_multi_task_commit_is_atomic, a_task_is_created_with_its_first_message_queued, a_task_is_created_with_its_lease, an_update_gives_up_the_runners_lease, the_transcript_is_appended_and_read_from_a_number, a_commit_can_queue_a_message_for_another_task, list_is_scoped_ordered_filtered_and_paged,
             list_follows_participant_and_status_changes, push_configs, leases, inbox, audit_log,
             a_long_conversation_is_stored_intact, concurrent_updates_lose_nothing, one_winner_per_conflicting_pair,
-            concurrent_role_changes_have_one_winner, concurrent_lease_acquisition_has_one_winner);
+            concurrent_role_changes_have_one_winner, concurrent_lease_acquisition_has_one_winner,
+            push_configs_belong_to_their_owner, push_configs_are_capped,
+            concurrent_push_config_writes_keep_the_rules);
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
         $(
@@ -1248,79 +1253,8 @@ pub async fn list_follows_participant_and_status_changes(store: Arc<dyn Store>) 
 }
 
 // ---------------------------------------------------------------------------------------
-// Push configs, leases, inbox, audit
+// Leases, inbox, audit (push configs: `contract/push.rs`)
 // ---------------------------------------------------------------------------------------
-
-fn push(task: &str, id: &str, url: &str) -> TaskPushNotificationConfig {
-    TaskPushNotificationConfig {
-        url: url.into(),
-        id: Some(id.into()),
-        task_id: task.into(),
-        token: Some("tok".into()),
-        authentication: None,
-        tenant: None,
-    }
-}
-
-pub async fn push_configs(store: Arc<dyn Store>) {
-    create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
-    let missing = store.put_push_config(push("nope", "c1", "https://x")).await;
-    assert!(
-        matches!(missing, Err(StoreError::NotFound(_))),
-        "{missing:?}"
-    );
-    let mut no_id = push("t-1", "c1", "https://x");
-    no_id.id = None;
-    assert!(matches!(
-        store.put_push_config(no_id).await,
-        Err(StoreError::Invalid(_))
-    ));
-
-    store
-        .put_push_config(push("t-1", "c2", "https://b"))
-        .await
-        .expect("put");
-    // "No configs" may only be said of a task that has none.
-    assert!(store.may_have_push_configs("t-1"));
-    store
-        .put_push_config(push("t-1", "c1", "https://a"))
-        .await
-        .expect("put");
-    assert_eq!(
-        store.get_push_config("t-1", "c1").await.expect("get"),
-        Some(push("t-1", "c1", "https://a"))
-    );
-    store
-        .put_push_config(push("t-1", "c1", "https://a2"))
-        .await
-        .expect("replace");
-    let listed = store.list_push_configs("t-1").await.expect("list");
-    assert_eq!(
-        listed,
-        vec![
-            push("t-1", "c1", "https://a2"),
-            push("t-1", "c2", "https://b")
-        ]
-    );
-    store.delete_push_config("t-1", "c1").await.expect("delete");
-    store
-        .delete_push_config("t-1", "c1")
-        .await
-        .expect("delete is idempotent");
-    assert_eq!(store.get_push_config("t-1", "c1").await.expect("get"), None);
-    assert_eq!(store.list_push_configs("t-1").await.expect("list").len(), 1);
-    assert!(
-        store
-            .list_push_configs("nope")
-            .await
-            .expect("list")
-            .is_empty()
-    );
-}
 
 pub async fn leases(store: Arc<dyn Store>) {
     let ttl = Duration::seconds(30);

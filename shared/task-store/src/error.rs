@@ -29,6 +29,26 @@ pub enum Conflict {
     /// The lease was stolen after expiring, or released.
     #[error("the lease on task {0} was lost")]
     LeaseLost(String),
+    /// The push config id is taken on the task by another participant's config (or by a
+    /// config without owner): only its owner may replace it.
+    #[error("push config id {config_id} is taken on task {task_id}; choose another id")]
+    PushConfigTaken { task_id: String, config_id: String },
+    /// Creating the config would pass a cap of [`crate::limits`] (`per_participant`: the
+    /// owner's configs on the task, else the task's).
+    #[error("{}", too_many_push_configs(*.per_participant, *.max))]
+    TooManyPushConfigs {
+        task_id: String,
+        per_participant: bool,
+        max: usize,
+    },
+}
+
+fn too_many_push_configs(per_participant: bool, max: usize) -> String {
+    if per_participant {
+        format!("at most {max} push configs per participant per task")
+    } else {
+        format!("at most {max} push configs per task")
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

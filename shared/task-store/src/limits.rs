@@ -1,4 +1,4 @@
-//! Size rules every adapter applies the same way.
+//! Size rules, and the caps on push configs, every adapter applies the same way.
 //!
 //! DynamoDB refuses items over 400 KB and transactions over 4 MB. Documents (history
 //! messages, artifacts, events) are stored as JSON split into chunks of at most
@@ -23,6 +23,12 @@ pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 pub const MAX_TASK_BYTES: usize = 300 * 1024;
 /// The most document bytes one commit may write (DynamoDB's transaction cap is 4 MB).
 pub const MAX_COMMIT_BYTES: usize = 3 * 1024 * 1024;
+/// The most push configs one participant may own on one task (every event of the task goes
+/// to each: a cap bounds what one caller can make the service send).
+pub const MAX_PUSH_CONFIGS_PER_PARTICIPANT: usize = 10;
+/// The most push configs one task may have, all its participants' together (configs without
+/// owner, from before configs had owners, are not counted).
+pub const MAX_PUSH_CONFIGS_PER_TASK: usize = 50;
 
 fn human(bytes: usize) -> String {
     if bytes >= 1024 * 1024 {

@@ -178,6 +178,55 @@ fn cut(text: &str, max: usize) -> String {
 /// A push notification config as stored (the A2A shape, with its id always set).
 pub type PushConfig = TaskPushNotificationConfig;
 
+/// A push config with the participant who created it: its owner, the only one who may see,
+/// replace or (with the task's admins) delete it, and whose membership of the task its
+/// deliveries depend on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredPushConfig {
+    /// `None`: a config stored before configs had owners. It is nobody's: no caller gets,
+    /// lists or replaces it, it is never delivered (a delivery that meets it deletes it),
+    /// and an admin may delete it.
+    pub owner: Option<String>,
+    pub config: PushConfig,
+}
+
+impl StoredPushConfig {
+    pub fn is_owned_by(&self, participant: &str) -> bool {
+        self.owner.as_deref() == Some(participant)
+    }
+}
+
+/// Which config [`PushConfigStore::delete_push_config`](crate::PushConfigStore) may remove:
+/// the one with the id only if its owner is the one named here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteScope<'a> {
+    /// Whoever owns it (an admin's delete).
+    AnyOwner,
+    /// Only this participant's config.
+    Owner(&'a str),
+    /// Only a config without owner (one stored before configs had owners).
+    Ownerless,
+}
+
+impl DeleteScope<'_> {
+    /// Whether the scope covers a config owned by `owner`.
+    pub fn covers(&self, owner: Option<&str>) -> bool {
+        match self {
+            DeleteScope::AnyOwner => true,
+            DeleteScope::Owner(o) => owner == Some(*o),
+            DeleteScope::Ownerless => owner.is_none(),
+        }
+    }
+
+    /// The scope that deletes exactly a config owned by `owner` (`None`: without owner).
+    pub fn exactly(owner: Option<&str>) -> DeleteScope<'_> {
+        match owner {
+            Some(o) => DeleteScope::Owner(o),
+            None => DeleteScope::Ownerless,
+        }
+    }
+}
+
 /// A held run lease (serializable: a run handed to another process carries it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {

@@ -134,24 +134,49 @@ pub trait LeaseStore: Send + Sync {
     async fn expired_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<Vec<String>>;
 }
 
-/// Push notification configs of a task.
+/// Push notification configs of a task, each owned by the participant who created it.
+///
+/// The store keeps the owner and enforces what a write may do to other owners' configs and
+/// the caps, atomically (no read-then-write window); who may *read* a config is the
+/// caller's decision, from the owner the reads return.
 #[async_trait]
 pub trait PushConfigStore: Send + Sync {
-    /// Creates or replaces the config with `config.id` (which must be set) on
-    /// `config.task_id`; `NotFound` if there is no such task.
-    async fn put_push_config(&self, config: PushConfig) -> StoreResult<PushConfig>;
+    /// Stores `config` (its `id` set, else `Invalid`) on `config.task_id` as `owner`'s, in
+    /// one atomic write:
+    /// - a new id creates it, unless `owner` would then own more than
+    ///   [`MAX_PUSH_CONFIGS_PER_PARTICIPANT`](crate::limits::MAX_PUSH_CONFIGS_PER_PARTICIPANT)
+    ///   configs on the task, or the task hold more than
+    ///   [`MAX_PUSH_CONFIGS_PER_TASK`](crate::limits::MAX_PUSH_CONFIGS_PER_TASK) owned
+    ///   configs: `Conflict::TooManyPushConfigs`;
+    /// - an id that is `owner`'s config replaces it (counted once: a cap never refuses it);
+    /// - an id that is another participant's config, or a config without owner:
+    ///   `Conflict::PushConfigTaken`, nothing written;
+    /// - no such task: `NotFound`.
+    ///
+    /// Concurrent puts of one id by two participants leave it with one owner, and concurrent
+    /// creations never pass a cap.
+    async fn put_push_config(&self, owner: &str, config: PushConfig) -> StoreResult<PushConfig>;
 
+    /// The config with its owner, or `None`.
     async fn get_push_config(
         &self,
         task_id: &str,
         config_id: &str,
-    ) -> StoreResult<Option<PushConfig>>;
+    ) -> StoreResult<Option<StoredPushConfig>>;
 
-    /// In id order.
-    async fn list_push_configs(&self, task_id: &str) -> StoreResult<Vec<PushConfig>>;
+    /// Every config of the task with its owner, in id order.
+    async fn list_push_configs(&self, task_id: &str) -> StoreResult<Vec<StoredPushConfig>>;
 
-    /// Idempotent: deleting a config that does not exist succeeds.
-    async fn delete_push_config(&self, task_id: &str, config_id: &str) -> StoreResult<()>;
+    /// Deletes the config if `scope` covers its owner, atomically with that check (a config
+    /// replaced or re-created by someone else meanwhile is not deleted), freeing its slot
+    /// under the caps. Returns whether a config was deleted; a config that does not exist or
+    /// that the scope does not cover is `Ok(false)` and nothing changes (idempotent).
+    async fn delete_push_config(
+        &self,
+        task_id: &str,
+        config_id: &str,
+        scope: DeleteScope<'_>,
+    ) -> StoreResult<bool>;
 
     /// Whether `task_id` may have push configs, answered without a read. `false` is a
     /// promise: the store knows every config written to it (a store file one process holds)

@@ -35,6 +35,9 @@
 //!   deployed notifier reads the table's stream, which does resume them. A config of a task
 //!   that has ended is not started unless registered (its pair may have been forgotten
 //!   after sending the terminal event).
+//! - **Owners.** Before each event, the worker checks that the config's owner is a
+//!   participant of the task as it is then ([`Audience`]); a config whose owner left (or
+//!   that has no owner) is deleted and its pair forgotten, and nothing more goes to it.
 //! - **Clean-up.** A pair is forgotten when its config is deleted, or once its task is
 //!   terminal and every event was sent.
 
@@ -43,11 +46,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use task_store::{PushConfig, Store, StoreError, StoredEvent};
+use task_store::{Store, StoreError, StoredEvent, StoredPushConfig};
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
+use super::configs::{self, Audience};
 use super::sender::PushSender;
 
 /// How long a registered config may take to appear in the store before a scan that does not
@@ -269,7 +273,7 @@ impl Shared {
             let listed = self
                 .retry_store(|| self.store.list_push_configs(&task_id))
                 .await;
-            let configs: Option<Vec<PushConfig>> = match listed {
+            let configs: Option<Vec<StoredPushConfig>> = match listed {
                 Ok(configs) => Some(configs),
                 Err(err) => {
                     tracing::warn!(task_id, error = %err, "cannot list the task's push configs; its notifications wait for the next event");
@@ -279,7 +283,7 @@ impl Shared {
             let ids: Vec<String> = configs
                 .iter()
                 .flatten()
-                .filter_map(|c| c.id.clone())
+                .filter_map(|c| c.config.id.clone())
                 .collect();
             let unknown = {
                 let state = self.lock();
@@ -361,6 +365,7 @@ impl Shared {
     /// then ends (a later notification starts it again).
     async fn deliver_pair(self: Arc<Self>, task_id: String, config_id: String) {
         let mut rereads = 0;
+        let mut audience = Audience::new(task_id.clone());
         loop {
             let from = {
                 let mut state = self.lock();
@@ -424,10 +429,24 @@ impl Shared {
                 continue;
             }
             rereads = 0;
+            let mut unread = false;
             for stored in events {
-                if let Err(err) = self.sender.deliver(&config, &stored.event).await {
+                // At delivery time, the config's owner must be a participant of the task.
+                if let Err(err) = audience.refresh(&*self.store).await {
+                    tracing::warn!(task_id, config_id, error = %err, "cannot read the task for its push config; its notifications wait for the next event");
+                    unread = true;
+                    break;
+                }
+                if !audience.admits(&config) {
+                    if let Err(err) = configs::retire(&*self.store, &task_id, &config).await {
+                        tracing::warn!(task_id, config_id, error = %err, "cannot remove a push config whose owner left the task; it is not delivered");
+                    }
+                    self.forget(&task_id, &config_id);
+                    return;
+                }
+                if let Err(err) = self.sender.deliver(&config.config, &stored.event).await {
                     tracing::warn!(
-                        task_id, config_id, seq = stored.seq, url = %config.url, error = %err,
+                        task_id, config_id, seq = stored.seq, url = %config.config.url, error = %err,
                         "push notification not delivered; giving up on this event and moving on"
                     );
                 }
@@ -439,6 +458,9 @@ impl Shared {
                     break;
                 }
                 cursor.next_seq = stored.seq + 1;
+            }
+            if unread && self.stop(&task_id, &config_id, false) {
+                return;
             }
         }
     }

@@ -1,6 +1,8 @@
-//! Push notifications: the webhook URL policy, the sender (one notification, with retries;
-//! shared with the deployed notifier), and the local server's dispatcher.
+//! Push notifications: who owns and receives which config ([`configs`]), the webhook URL
+//! policy, the sender (one notification, with retries; shared with the deployed notifier),
+//! and the local server's dispatcher.
 
+pub mod configs;
 mod dispatcher;
 mod policy;
 mod sender;

@@ -750,11 +750,11 @@ async fn every_event_in_order_to_each_config_and_a_failing_webhook_delays_no_oth
     .await;
     create_task(&**store, "t-1").await;
     store
-        .put_push_config(config("t-1", "good", &good.url))
+        .put_push_config("alice", config("t-1", "good", &good.url))
         .await
         .unwrap();
     store
-        .put_push_config(config("t-1", "flaky", &flaky.url))
+        .put_push_config("alice", config("t-1", "flaky", &flaky.url))
         .await
         .unwrap();
     let push = dispatcher(store, dispatch_options());
@@ -805,12 +805,12 @@ async fn register_sets_where_a_config_starts() {
 
     // Created when the task had 3 events: from seq 3 on.
     store
-        .put_push_config(config("t-1", "late", &late.url))
+        .put_push_config("alice", config("t-1", "late", &late.url))
         .await
         .unwrap();
     push.register("t-1", "late", 3);
     store
-        .put_push_config(config("t-1", "inline", &inline.url))
+        .put_push_config("alice", config("t-1", "inline", &inline.url))
         .await
         .unwrap();
     push.register("t-1", "inline", 0);
@@ -842,7 +842,7 @@ async fn an_unregistered_config_starts_at_the_newest_event() {
     append(&**store, "t-1", "e1", TaskState::Working).await;
     // As after a restart: the config is in the store, the dispatcher never heard of it.
     store
-        .put_push_config(config("t-1", "c", &receiver.url))
+        .put_push_config("alice", config("t-1", "c", &receiver.url))
         .await
         .unwrap();
     let push = dispatcher(store, dispatch_options());
@@ -870,7 +870,7 @@ async fn an_event_given_up_on_is_skipped_and_the_next_ones_go() {
     .await;
     create_task(&**store, "t-1").await;
     store
-        .put_push_config(config("t-1", "c", &receiver.url))
+        .put_push_config("alice", config("t-1", "c", &receiver.url))
         .await
         .unwrap();
     let push = dispatcher(
@@ -906,11 +906,11 @@ async fn tasks_are_independent_and_deleted_configs_stop() {
     create_task(&**store, "t-1").await;
     create_task(&**store, "t-2").await;
     store
-        .put_push_config(config("t-1", "c", &stuck.url))
+        .put_push_config("alice", config("t-1", "c", &stuck.url))
         .await
         .unwrap();
     store
-        .put_push_config(config("t-2", "c", &receiver.url))
+        .put_push_config("alice", config("t-2", "c", &receiver.url))
         .await
         .unwrap();
     let push = dispatcher(store, dispatch_options());
@@ -920,7 +920,10 @@ async fn tasks_are_independent_and_deleted_configs_stop() {
     push.notify("t-2");
     eventually("t-2's first event", || receiver.delivered().len() == 1).await;
 
-    store.delete_push_config("t-2", "c").await.unwrap();
+    store
+        .delete_push_config("t-2", "c", task_store::DeleteScope::Owner("alice"))
+        .await
+        .unwrap();
     append(&**store, "t-2", "e1", TaskState::Working).await;
     push.notify("t-2");
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -951,7 +954,7 @@ async fn shutdown_lets_pending_deliveries_finish() {
         append(&**store, "t-1", &format!("e{i}"), TaskState::Working).await;
     }
     store
-        .put_push_config(config("t-1", "c", &receiver.url))
+        .put_push_config("alice", config("t-1", "c", &receiver.url))
         .await
         .unwrap();
     let push = dispatcher(store, dispatch_options());
@@ -982,7 +985,7 @@ async fn a_config_registered_before_it_is_stored_starts_where_registered() {
     push.notify("t-1");
     eventually("the scan to settle", || push.scanning("t-1") == Some(false)).await;
     store
-        .put_push_config(config("t-1", "c", &receiver.url))
+        .put_push_config("alice", config("t-1", "c", &receiver.url))
         .await
         .unwrap();
     push.notify("t-1");
@@ -1012,7 +1015,7 @@ async fn several_events_of_one_commit_all_go_even_the_terminal_one() {
     let receiver = Receiver::start(|_, _| ok()).await;
     create_task(&**store, "t-1").await;
     store
-        .put_push_config(config("t-1", "c", &receiver.url))
+        .put_push_config("alice", config("t-1", "c", &receiver.url))
         .await
         .unwrap();
     let push = dispatcher(store, dispatch_options());
@@ -1053,7 +1056,7 @@ async fn a_task_without_configs_is_not_listed_once_its_configs_are() {
     assert_eq!(push.scanning("t-1"), None);
     // A config stored without a `register` (as if by another handle): the store knows now.
     store
-        .put_push_config(config("t-1", "c", &receiver.url))
+        .put_push_config("alice", config("t-1", "c", &receiver.url))
         .await
         .unwrap();
     append(&**store, "t-1", "e2", TaskState::Working).await;
@@ -1063,4 +1066,70 @@ async fn a_task_without_configs_is_not_listed_once_its_configs_are() {
     assert_eq!(push.shutdown(Duration::from_secs(5)).await, 0);
     assert_eq!(receiver.delivered(), ids("t-1", &["e2"]));
     receiver.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_whose_owner_left_the_task_gets_nothing_more_and_is_removed() {
+    let fx = fixture().await;
+    let store = &fx.store;
+    let alices = Receiver::start(|_, _| ok()).await;
+    let bobs = Receiver::start(|_, _| ok()).await;
+    let team = [("alice", Role::Admin), ("bob", Role::Watcher)];
+    let rec = record("t-1", "ctx", &team, TaskState::Working, at(0));
+    let mut new = NewTask::new(rec.clone());
+    new.events.push(status_event(&rec, "e0"));
+    store
+        .commit(vec![Change::Create(Box::new(new))])
+        .await
+        .unwrap();
+    store
+        .put_push_config("alice", config("t-1", "alices", &alices.url))
+        .await
+        .unwrap();
+    store
+        .put_push_config("bob", config("t-1", "bobs", &bobs.url))
+        .await
+        .unwrap();
+    let push = dispatcher(store, dispatch_options());
+    push.register("t-1", "alices", 0);
+    push.register("t-1", "bobs", 0);
+    push.notify("t-1");
+    append(&**store, "t-1", "e1", TaskState::Working).await;
+    push.notify("t-1");
+    eventually("bob's first events", || bobs.delivered().len() >= 2).await;
+
+    // Bob is removed: the removal's own event and everything after go to alice only.
+    let base = store.get("t-1").await.unwrap().unwrap();
+    let mut rec = base.record.clone();
+    rec.extension.participants.retain(|p| p.id != "bob");
+    let mut update = TaskUpdate::new(base);
+    update.events.push(status_event(&rec, "bob removed"));
+    update.record = Some(rec);
+    store
+        .commit(vec![Change::Update(Box::new(update))])
+        .await
+        .unwrap();
+    push.notify("t-1");
+    append(&**store, "t-1", "e3", TaskState::Completed).await;
+    push.notify("t-1");
+
+    eventually("alice's events", || alices.delivered().len() >= 4).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while store
+        .get_push_config("t-1", "bobs")
+        .await
+        .unwrap()
+        .is_some()
+    {
+        assert!(Instant::now() < deadline, "bob's config was not removed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(push.shutdown(Duration::from_secs(5)).await, 0);
+    assert_eq!(
+        alices.delivered(),
+        ids("t-1", &["e0", "e1", "bob removed", "e3"])
+    );
+    assert_eq!(bobs.delivered(), ids("t-1", &["e0", "e1"]));
+    alices.stop().await;
+    bobs.stop().await;
 }

@@ -197,20 +197,27 @@ impl LeaseStore for Tested {
 
 #[async_trait]
 impl PushConfigStore for Tested {
-    async fn put_push_config(&self, config: PushConfig) -> StoreResult<PushConfig> {
-        self.store.put_push_config(config).await
+    async fn put_push_config(&self, owner: &str, config: PushConfig) -> StoreResult<PushConfig> {
+        self.store.put_push_config(owner, config).await
     }
     async fn get_push_config(
         &self,
         task_id: &str,
         config_id: &str,
-    ) -> StoreResult<Option<PushConfig>> {
+    ) -> StoreResult<Option<StoredPushConfig>> {
         self.store.get_push_config(task_id, config_id).await
     }
-    async fn list_push_configs(&self, task_id: &str) -> StoreResult<Vec<PushConfig>> {
+    async fn list_push_configs(&self, task_id: &str) -> StoreResult<Vec<StoredPushConfig>> {
         self.store.list_push_configs(task_id).await
     }
-    async fn delete_push_config(&self, task_id: &str, config_id: &str) -> StoreResult<()> {
-        self.store.delete_push_config(task_id, config_id).await
+    async fn delete_push_config(
+        &self,
+        task_id: &str,
+        config_id: &str,
+        scope: DeleteScope<'_>,
+    ) -> StoreResult<bool> {
+        self.store
+            .delete_push_config(task_id, config_id, scope)
+            .await
     }
 }
