@@ -18,6 +18,7 @@ mod headers;
 mod jsonrpc;
 mod ops;
 mod params;
+mod rate_limit;
 mod reply;
 mod rest;
 mod sse;
@@ -27,8 +28,10 @@ mod testkit;
 #[cfg(test)]
 mod tests;
 
+use std::net::IpAddr;
 use std::time::Duration;
 
+use a2a::JsonRpcId;
 use a2a_service::A2aApi;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -38,6 +41,7 @@ pub use card::AGENT_CARD_PATH;
 pub use error::{ErrorKind, ErrorMapping, ProtocolError};
 pub use headers::SUPPORTED_VERSION;
 pub use ops::Method;
+pub use rate_limit::{MAX_TRACKED_CALLERS, RateLimit, RateLimiter};
 
 /// What one deployment unit answers. The local server answers everything; each Lambda
 /// function answers its own route only, so a request routed to the wrong function gets a
@@ -103,6 +107,10 @@ pub struct HttpConfig {
     pub keep_alive: Duration,
     /// What this deployment answers (default: everything).
     pub serves: Serves,
+    /// Requests per caller (the verified principal, else the client address) over this
+    /// limit are refused with HTTP 429 and `Retry-After` before anything else is done with
+    /// them. Default none. Clones of the config share the limiter's buckets.
+    pub rate_limit: Option<RateLimiter>,
 }
 
 impl Default for HttpConfig {
@@ -113,6 +121,7 @@ impl Default for HttpConfig {
             card_max_age_secs: 300,
             keep_alive: Duration::from_secs(15),
             serves: Serves::Everything,
+            rate_limit: None,
         }
     }
 }
@@ -123,6 +132,9 @@ pub struct Caller {
     /// The principal an authorizer verified (the Lambda adapter reads it from the API Gateway
     /// authorizer context); `None` when identity is self-asserted (the local server).
     pub verified_principal: Option<String>,
+    /// The client's address (the local server's peer; the Lambda adapter's API Gateway
+    /// source IP): the rate limit's key when no principal was verified.
+    pub address: Option<IpAddr>,
 }
 
 impl Caller {
@@ -135,7 +147,14 @@ impl Caller {
     pub fn verified(principal: impl Into<String>) -> Self {
         Caller {
             verified_principal: Some(principal.into()),
+            ..Caller::default()
         }
+    }
+
+    /// The same caller, coming from `address`.
+    pub fn with_address(mut self, address: Option<IpAddr>) -> Self {
+        self.address = address;
+        self
     }
 }
 
@@ -157,6 +176,21 @@ pub async fn handle(
 ) -> Response<Body> {
     let path = req.uri().path();
     let serves = config.serves;
+    if let Some(limiter) = &config.rate_limit
+        && let Err(retry_after_secs) = limiter.check(&caller)
+    {
+        tracing::debug!(path, retry_after_secs, "rate limited");
+        let err = ProtocolError::rate_limited(retry_after_secs);
+        // In the binding the request used; its id is unknown, as its body is not read.
+        return if path != AGENT_CARD_PATH
+            && is_jsonrpc_path(config, path)
+            && matches!(serves, Serves::Everything | Serves::JsonRpc)
+        {
+            reply::rpc_error(JsonRpcId::Null, &err)
+        } else {
+            reply::rest_error(&err)
+        };
+    }
     if path == AGENT_CARD_PATH {
         if !matches!(serves, Serves::Everything | Serves::AgentCard) {
             return reply::rest_error(&not_served(path));
