@@ -167,8 +167,43 @@ fn is_jsonrpc_path(config: &HttpConfig, path: &str) -> bool {
 ///
 /// Never fails: every problem is an A2A error response (JSON-RPC: HTTP 200 with an `error`;
 /// REST: the status of the error table with a `google.rpc.Status` body). Streaming methods
-/// answer [`Body::Stream`]; the consumer must forward it without buffering.
+/// answer [`Body::Stream`]; the consumer must forward it without buffering. A request over
+/// the configured rate limit is refused first ([`over_rate_limit`]).
 pub async fn handle(
+    api: &dyn A2aApi,
+    config: &HttpConfig,
+    req: Request<Bytes>,
+    caller: Caller,
+) -> Response<Body> {
+    if let Some(refused) = over_rate_limit(config, req.uri().path(), &caller) {
+        return refused;
+    }
+    handle_admitted(api, config, req, caller).await
+}
+
+/// The refusal of a request from `caller` to `path` when it is over the configured rate limit
+/// (HTTP 429, `Retry-After`, an error body in the binding of `path`); `None`, having taken a
+/// token, when it may go on. A host that reads the body itself checks this before reading it
+/// and then calls [`handle_admitted`], so that a refused request costs it nothing more.
+pub fn over_rate_limit(config: &HttpConfig, path: &str, caller: &Caller) -> Option<Response<Body>> {
+    let retry_after_secs = config.rate_limit.as_ref()?.check(caller).err()?;
+    tracing::debug!(path, retry_after_secs, "rate limited");
+    let err = ProtocolError::rate_limited(retry_after_secs);
+    // The request's id is unknown: its body is not read.
+    Some(
+        if path != AGENT_CARD_PATH
+            && is_jsonrpc_path(config, path)
+            && matches!(config.serves, Serves::Everything | Serves::JsonRpc)
+        {
+            reply::rpc_error(JsonRpcId::Null, &err)
+        } else {
+            reply::rest_error(&err)
+        },
+    )
+}
+
+/// [`handle`] without the rate limit, for a host that checked [`over_rate_limit`] already.
+pub async fn handle_admitted(
     api: &dyn A2aApi,
     config: &HttpConfig,
     req: Request<Bytes>,
@@ -176,21 +211,6 @@ pub async fn handle(
 ) -> Response<Body> {
     let path = req.uri().path();
     let serves = config.serves;
-    if let Some(limiter) = &config.rate_limit
-        && let Err(retry_after_secs) = limiter.check(&caller)
-    {
-        tracing::debug!(path, retry_after_secs, "rate limited");
-        let err = ProtocolError::rate_limited(retry_after_secs);
-        // In the binding the request used; its id is unknown, as its body is not read.
-        return if path != AGENT_CARD_PATH
-            && is_jsonrpc_path(config, path)
-            && matches!(serves, Serves::Everything | Serves::JsonRpc)
-        {
-            reply::rpc_error(JsonRpcId::Null, &err)
-        } else {
-            reply::rest_error(&err)
-        };
-    }
     if path == AGENT_CARD_PATH {
         if !matches!(serves, Serves::Everything | Serves::AgentCard) {
             return reply::rest_error(&not_served(path));

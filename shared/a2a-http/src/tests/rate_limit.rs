@@ -113,3 +113,18 @@ async fn other_callers_and_unlimited_configs_are_not_refused() {
         assert_eq!(got.status, 200);
     }
 }
+
+#[tokio::test]
+async fn a_host_may_check_the_limit_before_reading_the_body_then_not_again() {
+    let api = FakeApi::new();
+    let config = limited(Serves::Everything);
+    let caller = from("192.0.2.1");
+    assert!(crate::over_rate_limit(&config, "/", &caller).is_none());
+    let got = crate::testkit::collect(
+        crate::handle_admitted(&api, &config, get_task().build(), caller.clone()).await,
+    )
+    .await;
+    assert_eq!(got.status, 200, "the admitted request took no second token");
+    let refused = crate::over_rate_limit(&config, "/", &caller).expect("over the limit");
+    assert_eq!(refused.status(), 429);
+}
