@@ -5,7 +5,8 @@
 
 mod common;
 
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::*;
 use reqwest::{Method, StatusCode};
@@ -77,7 +78,8 @@ async fn past_its_burst_a_caller_gets_429_with_retry_after_in_its_binding() {
 }
 
 #[test]
-fn rate_limit_options_are_checked() {
+fn rate_limit_and_connection_options_are_checked() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     for args in [
         &["--rate-limit", "0"][..],
         &["--rate-limit", "-1"],
@@ -87,12 +89,27 @@ fn rate_limit_options_are_checked() {
         &["--max-connections", "0"],
         &["--header-timeout-secs", "0"],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_local-server"))
-            .args(["--addr", "127.0.0.1:0"])
+        let mut child = Command::new(env!("CARGO_BIN_EXE_local-server"))
+            .args(["--addr", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
             .args(args)
-            .output()
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
             .expect("run local-server");
-        assert!(!out.status.success(), "{args:?} was accepted");
-        assert_eq!(out.status.code(), Some(2), "a usage error: {args:?}");
+        // A server that accepted the options would keep running: stop it and fail.
+        let deadline = Instant::now() + WAIT;
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{args:?} was accepted");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(2), "a usage error: {args:?}");
     }
 }
