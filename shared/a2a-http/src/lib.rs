@@ -2,7 +2,7 @@
 //! public agent card — as plain functions from `http::Request<Bytes>` to
 //! `http::Response<`[`Body`]`>`.
 //!
-//! Why framework-neutral: the Lambda functions (lambda_http) and the local server (axum) must
+//! Why framework-neutral: the Lambda functions (lambda_http) and the local server (hyper) must
 //! answer byte-for-byte alike, so both call [`handle`] and only adapt the request and response
 //! types. Everything protocol-shaped lives here: routing, JSON-RPC envelopes, content types,
 //! `A2A-Version` / `A2A-Extensions` / `X-Participant-Id`, parameter validation with field
