@@ -69,6 +69,11 @@ pub struct FunctionConfig {
     pub remote_agents: std::collections::BTreeMap<String, String>,
     /// `MAX_TURNS`: model calls one run may make before the task fails (default 50).
     pub max_turns: usize,
+    /// `RATE_LIMIT` (requests per second per caller) and `RATE_LIMIT_BURST` (default: one
+    /// second's worth): a limit each function instance applies on its own (default none).
+    /// The deployed bound is API Gateway's throttling and WAF; this one only stops a single
+    /// caller from monopolising an instance.
+    pub rate_limit: Option<a2a_http::RateLimit>,
 }
 
 pub(crate) fn var(name: &'static str) -> Option<String> {
@@ -163,6 +168,7 @@ impl FunctionConfig {
                 _ => return Err(invalid("MAX_TURNS", "not a positive number")),
             },
         };
+        let rate_limit = rate_limit(&lookup)?;
         Ok(Self {
             table,
             base_url,
@@ -180,8 +186,32 @@ impl FunctionConfig {
                 .into(),
             remote_agents,
             max_turns,
+            rate_limit,
         })
     }
+}
+
+fn rate_limit(
+    lookup: impl Fn(&'static str) -> Option<String>,
+) -> Result<Option<a2a_http::RateLimit>, ConfigError> {
+    let burst = match lookup("RATE_LIMIT_BURST") {
+        None => None,
+        Some(n) => match n.parse::<u32>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => return Err(invalid("RATE_LIMIT_BURST", "not a positive number")),
+        },
+    };
+    let Some(rate) = lookup("RATE_LIMIT") else {
+        return match burst {
+            None => Ok(None),
+            Some(_) => Err(invalid("RATE_LIMIT_BURST", "set without RATE_LIMIT")),
+        };
+    };
+    let rate = rate.parse::<f64>().unwrap_or(f64::NAN);
+    let burst = burst.unwrap_or_else(|| a2a_http::RateLimit::default_burst(rate));
+    a2a_http::RateLimit::new(rate, burst)
+        .map(Some)
+        .ok_or_else(|| invalid("RATE_LIMIT", "not a positive number of requests per second"))
 }
 
 #[cfg(test)]
@@ -210,6 +240,7 @@ mod tests {
         assert_eq!(c.skills_dir, std::path::PathBuf::from("skills"));
         assert!(c.remote_agents.is_empty());
         assert_eq!(c.max_turns, 50);
+        assert_eq!(c.rate_limit, None);
 
         let missing = read(&[("BASE_URL", "https://api.example")]).expect_err("no table");
         assert_eq!(missing.variable, "TABLE_NAME");
@@ -230,6 +261,10 @@ mod tests {
             ("MAX_TURNS", "0"),
             ("LEASE_TTL_SECS", "0"),
             ("BASE_URL", "api.example"),
+            ("RATE_LIMIT", "0"),
+            ("RATE_LIMIT", "fast"),
+            ("RATE_LIMIT_BURST", "0"),
+            ("RATE_LIMIT_BURST", "5"),
         ] {
             let mut pairs = base.to_vec();
             pairs.retain(|(k, _)| *k != name);
@@ -251,8 +286,10 @@ mod tests {
                 "billing=https://billing.example,search=http://10.0.0.9/",
             ),
             ("MAX_TURNS", "8"),
+            ("RATE_LIMIT", "2.5"),
         ])
         .expect("valid");
+        assert_eq!(c.rate_limit, a2a_http::RateLimit::new(2.5, 3));
         assert_eq!(c.skills_dir, std::path::PathBuf::from("/opt/skills"));
         assert_eq!(c.remote_agents["search"], "http://10.0.0.9");
         assert_eq!(c.remote_agents.len(), 2);
@@ -263,5 +300,13 @@ mod tests {
         assert_eq!(c.default_participant.as_deref(), Some("tck"));
         assert_eq!(c.stream_end_margin, Duration::from_millis(500));
         assert_eq!(c.runner_function.as_deref(), Some("tiny-harness-runner"));
+        let c = read(&[
+            ("TABLE_NAME", "t"),
+            ("BASE_URL", "https://a"),
+            ("RATE_LIMIT", "10"),
+            ("RATE_LIMIT_BURST", "40"),
+        ])
+        .expect("valid");
+        assert_eq!(c.rate_limit, a2a_http::RateLimit::new(10.0, 40));
     }
 }

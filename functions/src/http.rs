@@ -9,10 +9,11 @@
 //! with a comment saying so, rather than being cut off: the client subscribes again and the
 //! event log replays from the task.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use a2a_http::{Body, Caller, HttpConfig, Serves};
+use a2a_http::{Body, Caller, HttpConfig, RateLimiter, Serves};
 use a2a_service::{Service, ServiceConfig};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -54,6 +55,8 @@ impl App {
             service: Service::new(store, service_config, agent, None),
             http: HttpConfig {
                 serves,
+                // Per instance: each execution environment keeps its own buckets.
+                rate_limit: config.rate_limit.map(RateLimiter::new),
                 ..HttpConfig::default()
             },
             auth: config.auth,
@@ -74,6 +77,7 @@ impl App {
 
     /// The answer to one invocation. Never fails: every problem is an A2A error response.
     pub async fn respond(&self, request: lambda_http::Request) -> Response<Body> {
+        let address = source_ip(request.request_context_ref());
         let caller = match self.auth {
             AuthMode::None => Caller::anonymous(),
             AuthMode::Authorizer => {
@@ -88,6 +92,7 @@ impl App {
                 }
             }
         };
+        let caller = caller.with_address(address);
         let end_at = request
             .lambda_context_ref()
             .and_then(|ctx| stream_end(ctx.deadline, self.stream_end_margin));
@@ -148,6 +153,18 @@ impl App {
             })
         }
     }
+}
+
+/// The client address API Gateway saw (`identity.sourceIp` on REST APIs, `http.sourceIp` on
+/// HTTP APIs and Function URLs): the TCP peer of the front door, not a header the client sets.
+fn source_ip(context: Option<&lambda_http::request::RequestContext>) -> Option<IpAddr> {
+    use lambda_http::request::RequestContext;
+    let ip = match context? {
+        RequestContext::ApiGatewayV1(ctx) => ctx.identity.source_ip.as_deref(),
+        RequestContext::ApiGatewayV2(ctx) => ctx.http.source_ip.as_deref(),
+        _ => None,
+    }?;
+    ip.parse().ok()
 }
 
 /// The API Gateway stage of the request (`None` for `$default`, Function URLs included).

@@ -583,3 +583,66 @@ async fn the_stage_is_not_part_of_the_route() {
     let got = invoke(&app, serves, request).await;
     assert_eq!(got.status, 200, "{}", got.body);
 }
+
+/// The event with another client address in its request context.
+fn from_ip(mut event: Value, payload: Payload, ip: &str) -> lambda_http::Request {
+    match payload {
+        Payload::RestV1 => event["requestContext"]["identity"]["sourceIp"] = json!(ip),
+        Payload::FunctionUrl => event["requestContext"]["http"]["sourceIp"] = json!(ip),
+    }
+    lambda_http::request::from_str(&event.to_string()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_is_per_instance_per_source_ip_or_verified_principal() {
+    // One request, then one every 100 s.
+    let limit = [("RATE_LIMIT", "0.01"), ("RATE_LIMIT_BURST", "1")];
+    let deployment = Deployment::with_env(&limit);
+    for payload in PAYLOADS {
+        let rpc = Serves::JsonRpc;
+        let app = deployment.app(rpc);
+        let call = Call::rpc("ListTasks", json!({})).participant("alice");
+        let got = invoke(&app, rpc, call.request(payload, plain(payload))).await;
+        assert_eq!(got.status, 200, "{payload:?}: {}", got.body);
+        let got = invoke(&app, rpc, call.request(payload, plain(payload))).await;
+        assert_eq!(got.status, 429, "{payload:?}: {}", got.body);
+        let retry_after: u64 = got.header("retry-after").unwrap().parse().unwrap();
+        assert!(retry_after > 60, "{payload:?}: {retry_after}");
+        assert_eq!(got.json()["error"]["code"], -32000, "{}", got.body);
+        // Another source IP is another caller.
+        let other = from_ip(call.event(payload, plain(payload)), payload, "198.51.100.4");
+        let got = invoke(&app, rpc, other).await;
+        assert_eq!(got.status, 200, "{payload:?}: {}", got.body);
+
+        // Each instance counts on its own; a REST function answers in REST.
+        let list = Serves::Rest(Method::ListTasks);
+        let app = deployment.app(list);
+        let call = Call::get("/tasks").participant("alice");
+        assert_eq!(
+            invoke(&app, list, call.request(payload, plain(payload)))
+                .await
+                .status,
+            200
+        );
+        let got = invoke(&app, list, call.request(payload, plain(payload))).await;
+        assert_eq!(got.status, 429, "{payload:?}: {}", got.body);
+        assert!(got.header("retry-after").is_some());
+        assert_eq!(got.json()["error"]["status"], "RESOURCE_EXHAUSTED");
+    }
+
+    // Behind an authorizer the verified principal is the caller: alice and bob share an
+    // address (203.0.113.7) but not a bucket.
+    let env = [limit[0], limit[1], ("AUTH_MODE", "authorizer")];
+    let deployment = Deployment::with_env(&env);
+    let list = Serves::Rest(Method::ListTasks);
+    let app = deployment.app(list);
+    let call = Call::get("/tasks");
+    let alice = "rest-v1-cognito-authorizer.json";
+    let bob = "rest-v1-lambda-authorizer.json";
+    let got = invoke(&app, list, call.request(Payload::RestV1, alice)).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    let got = invoke(&app, list, call.request(Payload::RestV1, alice)).await;
+    assert_eq!(got.status, 429, "{}", got.body);
+    let got = invoke(&app, list, call.request(Payload::RestV1, bob)).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+}

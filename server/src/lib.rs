@@ -2,23 +2,24 @@
 //! the protocol bindings (`a2a-http`) over the service (`a2a-service`).
 
 pub mod allocator;
+mod listener;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use a2a_http::{Body, Caller, HttpConfig};
+use a2a_http::{Body, Caller, HttpConfig, RateLimit, RateLimiter};
 use a2a_service::push::{PushDispatcher, PushOptions, PushSender, WebhookPolicy};
 use a2a_service::{
     Agent, EventListener, ModelAgent, ModelAgentConfig, Service, ServiceConfig, TckAgent,
 };
 use anyhow::Context;
-use axum::extract::{Request, State};
-use axum::response::Response;
 use bytes::Bytes;
 use clap::{Parser, ValueEnum};
+use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use store_dynamodb::DynamoDbStore;
 use store_embedded::EmbeddedStore;
 use task_core::commands::{ModelCatalog, ProviderKind};
@@ -105,6 +106,56 @@ pub struct Options {
     /// offline `echo` model only.
     #[arg(long, env = "TH_MODEL_CATALOG")]
     pub model_catalog: Option<PathBuf>,
+    /// Seconds a client has to send a request's headers, from their first byte (a new
+    /// connection: from when it is accepted); past it the connection is closed.
+    #[arg(long, env = "TH_HEADER_TIMEOUT_SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_secs: u64,
+    /// Seconds a client has to send a request's whole body, from the end of its headers;
+    /// past it the request gets 408 and the connection is closed.
+    #[arg(long, env = "TH_BODY_TIMEOUT_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_secs: u64,
+    /// Seconds a kept-alive connection may wait for its next request before it is closed.
+    /// A response still being sent (an SSE stream) is not idle.
+    #[arg(long, env = "TH_IDLE_TIMEOUT_SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_secs: u64,
+    /// Connections served at once; further ones wait in the listen backlog until one closes.
+    #[arg(long, env = "TH_MAX_CONNECTIONS", default_value_t = 512,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Requests per second per caller (client address; every loopback client is 127.0.0.1),
+    /// refused past it with 429 and `Retry-After`. Off by default.
+    #[arg(long, env = "TH_RATE_LIMIT", value_parser = parse_rate)]
+    pub rate_limit: Option<f64>,
+    /// Requests a caller may send at once before the rate applies (default: one second's
+    /// worth, at least 1).
+    #[arg(long, env = "TH_RATE_LIMIT_BURST", requires = "rate_limit",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit_burst: Option<u32>,
+}
+
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => Err("not a positive number of requests per second".to_owned()),
+    }
+}
+
+impl Options {
+    /// The rate limit the options ask for, if any.
+    fn rate_limit(&self) -> anyhow::Result<Option<RateLimit>> {
+        let Some(rate) = self.rate_limit else {
+            return Ok(None);
+        };
+        let burst = self
+            .rate_limit_burst
+            .unwrap_or_else(|| RateLimit::default_burst(rate));
+        RateLimit::new(rate, burst)
+            .map(Some)
+            .context("--rate-limit must be positive and --rate-limit-burst at least 1")
+    }
 }
 
 pub struct Server {
@@ -118,6 +169,7 @@ pub struct Server {
 struct App {
     service: Service,
     http: HttpConfig,
+    body_timeout: Duration,
 }
 
 fn load_catalog(path: &std::path::Path) -> anyhow::Result<ModelCatalog> {
@@ -160,6 +212,7 @@ impl Server {
             Some(path) => load_catalog(path)?,
             None => ModelCatalog::echo_only(),
         };
+        let rate_limit = options.rate_limit()?;
         let listener = TcpListener::bind(options.addr)
             .await
             .with_context(|| format!("binding {}", options.addr))?;
@@ -231,22 +284,20 @@ impl Server {
         };
         let app = Arc::new(App {
             service,
-            http: HttpConfig::default(),
+            http: HttpConfig {
+                rate_limit: rate_limit.map(RateLimiter::new),
+                ..HttpConfig::default()
+            },
+            body_timeout: Duration::from_secs(options.body_timeout_secs),
         });
-
-        let router = axum::Router::new().fallback(serve_request).with_state(app);
-        let (shutdown, mut stop) = tokio::sync::watch::channel(false);
-        let serve = tokio::spawn(async move {
-            let stopped = async move {
-                let _ = stop.wait_for(|s| *s).await;
-            };
-            if let Err(err) = axum::serve(listener, router)
-                .with_graceful_shutdown(stopped)
-                .await
-            {
-                tracing::error!(%err, "server stopped");
-            }
-        });
+        let limits = listener::Limits {
+            header_timeout: Duration::from_secs(options.header_timeout_secs),
+            idle_timeout: Duration::from_secs(options.idle_timeout_secs),
+            max_connections: options.max_connections as usize,
+        };
+        let (shutdown, stop) = tokio::sync::watch::channel(false);
+        let handler = move |request, peer| serve_request(app.clone(), request, peer);
+        let serve = tokio::spawn(listener::serve(listener, limits, handler, stop));
         info!(%base_url, store = ?options.store, agent = ?options.agent_profile, "serving A2A");
         Ok(Self {
             base_url,
@@ -270,28 +321,48 @@ impl Server {
     }
 }
 
-/// Every request goes to the bindings, which route it.
-async fn serve_request(State(app): State<Arc<App>>, request: Request) -> Response {
+/// Every request goes to the bindings, which route it; a caller over the rate limit is
+/// refused before its body is read.
+async fn serve_request(
+    app: Arc<App>,
+    request: Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<Body> {
+    let caller = Caller::anonymous().with_address(Some(peer.ip()));
+    if let Some(refused) = a2a_http::over_rate_limit(&app.http, request.uri().path(), &caller) {
+        return refused;
+    }
     let (parts, body) = request.into_parts();
-    let bytes: Bytes = match http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
-        .collect()
-        .await
-    {
-        Ok(collected) => collected.to_bytes(),
+    let read = http_body_util::Limited::new(body, MAX_REQUEST_BYTES).collect();
+    let bytes: Bytes = match tokio::time::timeout(app.body_timeout, read).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(_)) => return plain(StatusCode::PAYLOAD_TOO_LARGE, "request too large"),
         Err(_) => {
-            return Response::builder()
-                .status(http::StatusCode::PAYLOAD_TOO_LARGE)
-                .header(http::header::CONTENT_TYPE, "text/plain")
-                .body(axum::body::Body::from("request too large"))
-                .unwrap_or_default();
+            // The rest of the body may still be on its way: the connection cannot be reused.
+            let mut response = plain(StatusCode::REQUEST_TIMEOUT, "request body timed out");
+            response.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+            return response;
         }
     };
-    let response = a2a_http::handle(
+    a2a_http::handle_admitted(
         &app.service,
         &app.http,
         http::Request::from_parts(parts, bytes),
-        Caller::anonymous(),
+        caller,
     )
-    .await;
-    response.map(|body: Body| axum::body::Body::new(body))
+    .await
+}
+
+/// A plain-text answer of the server itself (not of an A2A binding).
+fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Body::Full(Bytes::from_static(text.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain"),
+    );
+    response
 }

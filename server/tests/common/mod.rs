@@ -60,6 +60,12 @@ impl ServerBuilder {
         self
     }
 
+    /// More command-line arguments, in order.
+    pub fn args<S: Into<String>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
     /// Run from the workspace root, as a developer does (relative paths such as `./skills`
     /// and the examples' script resolve there); the package directory otherwise.
     pub fn in_workspace_root(mut self) -> Self {
@@ -113,6 +119,12 @@ impl ServerBuilder {
             "TH_AGENT_ID",
             "TH_AGENT_PROFILE",
             "TH_MODEL_CATALOG",
+            "TH_HEADER_TIMEOUT_SECS",
+            "TH_BODY_TIMEOUT_SECS",
+            "TH_IDLE_TIMEOUT_SECS",
+            "TH_MAX_CONNECTIONS",
+            "TH_RATE_LIMIT",
+            "TH_RATE_LIMIT_BURST",
         ] {
             command.env_remove(var);
         }
@@ -475,6 +487,19 @@ impl Client {
         Self {
             http: reqwest::Client::builder()
                 .no_proxy()
+                .build()
+                .expect("http client"),
+            ..self.clone()
+        }
+    }
+
+    /// The same client connecting from another local address (e.g. `127.0.0.2`, which Linux
+    /// routes over loopback like 127.0.0.1): another caller to a per-address rate limit.
+    pub fn bound_to(&self, address: &str) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .local_address(address.parse::<std::net::IpAddr>().expect("an IP address"))
                 .build()
                 .expect("http client"),
             ..self.clone()

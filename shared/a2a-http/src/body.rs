@@ -1,9 +1,9 @@
 //! The response body every binding returns: a whole buffer, or a stream of SSE frames.
 //!
-//! Why a type of our own: the same responses go to axum (local server) and to lambda_http's
+//! Why a type of our own: the same responses go to hyper (local server) and to lambda_http's
 //! streaming responses (Lambda). Both accept any [`http_body::Body`] whose data is [`Bytes`], so
-//! this enum implements that trait and neither consumer needs a conversion step beyond wrapping
-//! (`axum::body::Body::new(body)`; lambda_http takes it as is). Non-streaming Lambda functions
+//! this enum implements that trait and neither consumer needs a conversion step (the local
+//! server only wraps it to learn when a response has ended; lambda_http takes it as is). Non-streaming Lambda functions
 //! can take the buffer out with [`Body::try_into_bytes`].
 
 use std::convert::Infallible;

@@ -2,7 +2,7 @@
 //! public agent card — as plain functions from `http::Request<Bytes>` to
 //! `http::Response<`[`Body`]`>`.
 //!
-//! Why framework-neutral: the Lambda functions (lambda_http) and the local server (axum) must
+//! Why framework-neutral: the Lambda functions (lambda_http) and the local server (hyper) must
 //! answer byte-for-byte alike, so both call [`handle`] and only adapt the request and response
 //! types. Everything protocol-shaped lives here: routing, JSON-RPC envelopes, content types,
 //! `A2A-Version` / `A2A-Extensions` / `X-Participant-Id`, parameter validation with field
@@ -18,6 +18,7 @@ mod headers;
 mod jsonrpc;
 mod ops;
 mod params;
+mod rate_limit;
 mod reply;
 mod rest;
 mod sse;
@@ -27,8 +28,10 @@ mod testkit;
 #[cfg(test)]
 mod tests;
 
+use std::net::IpAddr;
 use std::time::Duration;
 
+use a2a::JsonRpcId;
 use a2a_service::A2aApi;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -38,6 +41,7 @@ pub use card::AGENT_CARD_PATH;
 pub use error::{ErrorKind, ErrorMapping, ProtocolError};
 pub use headers::SUPPORTED_VERSION;
 pub use ops::Method;
+pub use rate_limit::{MAX_TRACKED_CALLERS, RateLimit, RateLimiter};
 
 /// What one deployment unit answers. The local server answers everything; each Lambda
 /// function answers its own route only, so a request routed to the wrong function gets a
@@ -103,6 +107,10 @@ pub struct HttpConfig {
     pub keep_alive: Duration,
     /// What this deployment answers (default: everything).
     pub serves: Serves,
+    /// Requests per caller (the verified principal, else the client address) over this
+    /// limit are refused with HTTP 429 and `Retry-After` before anything else is done with
+    /// them. Default none. Clones of the config share the limiter's buckets.
+    pub rate_limit: Option<RateLimiter>,
 }
 
 impl Default for HttpConfig {
@@ -113,6 +121,7 @@ impl Default for HttpConfig {
             card_max_age_secs: 300,
             keep_alive: Duration::from_secs(15),
             serves: Serves::Everything,
+            rate_limit: None,
         }
     }
 }
@@ -123,6 +132,9 @@ pub struct Caller {
     /// The principal an authorizer verified (the Lambda adapter reads it from the API Gateway
     /// authorizer context); `None` when identity is self-asserted (the local server).
     pub verified_principal: Option<String>,
+    /// The client's address (the local server's peer; the Lambda adapter's API Gateway
+    /// source IP): the rate limit's key when no principal was verified.
+    pub address: Option<IpAddr>,
 }
 
 impl Caller {
@@ -135,7 +147,14 @@ impl Caller {
     pub fn verified(principal: impl Into<String>) -> Self {
         Caller {
             verified_principal: Some(principal.into()),
+            ..Caller::default()
         }
+    }
+
+    /// The same caller, coming from `address`.
+    pub fn with_address(mut self, address: Option<IpAddr>) -> Self {
+        self.address = address;
+        self
     }
 }
 
@@ -148,8 +167,43 @@ fn is_jsonrpc_path(config: &HttpConfig, path: &str) -> bool {
 ///
 /// Never fails: every problem is an A2A error response (JSON-RPC: HTTP 200 with an `error`;
 /// REST: the status of the error table with a `google.rpc.Status` body). Streaming methods
-/// answer [`Body::Stream`]; the consumer must forward it without buffering.
+/// answer [`Body::Stream`]; the consumer must forward it without buffering. A request over
+/// the configured rate limit is refused first ([`over_rate_limit`]).
 pub async fn handle(
+    api: &dyn A2aApi,
+    config: &HttpConfig,
+    req: Request<Bytes>,
+    caller: Caller,
+) -> Response<Body> {
+    if let Some(refused) = over_rate_limit(config, req.uri().path(), &caller) {
+        return refused;
+    }
+    handle_admitted(api, config, req, caller).await
+}
+
+/// The refusal of a request from `caller` to `path` when it is over the configured rate limit
+/// (HTTP 429, `Retry-After`, an error body in the binding of `path`); `None`, having taken a
+/// token, when it may go on. A host that reads the body itself checks this before reading it
+/// and then calls [`handle_admitted`], so that a refused request costs it nothing more.
+pub fn over_rate_limit(config: &HttpConfig, path: &str, caller: &Caller) -> Option<Response<Body>> {
+    let retry_after_secs = config.rate_limit.as_ref()?.check(caller).err()?;
+    tracing::debug!(path, retry_after_secs, "rate limited");
+    let err = ProtocolError::rate_limited(retry_after_secs);
+    // The request's id is unknown: its body is not read.
+    Some(
+        if path != AGENT_CARD_PATH
+            && is_jsonrpc_path(config, path)
+            && matches!(config.serves, Serves::Everything | Serves::JsonRpc)
+        {
+            reply::rpc_error(JsonRpcId::Null, &err)
+        } else {
+            reply::rest_error(&err)
+        },
+    )
+}
+
+/// [`handle`] without the rate limit, for a host that checked [`over_rate_limit`] already.
+pub async fn handle_admitted(
     api: &dyn A2aApi,
     config: &HttpConfig,
     req: Request<Bytes>,

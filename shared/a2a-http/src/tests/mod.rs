@@ -5,5 +5,6 @@
 mod card;
 mod headers;
 mod jsonrpc;
+mod rate_limit;
 mod rest;
 mod streaming;
