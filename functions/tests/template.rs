@@ -139,7 +139,6 @@ fn needed_actions() -> BTreeMap<&'static str, Vec<&'static str>> {
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "dynamodb:TransactWriteItems",
-            "dynamodb:BatchWriteItem",
         ])
         .collect();
     BTreeMap::from([
@@ -149,10 +148,16 @@ fn needed_actions() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("task", runs.clone()),
         ("runner", runs.clone()),
         ("sweeper", runs),
-        // The participant index, then the tasks.
+        // The participant index, then the tasks; stale index entries it meets are repaired
+        // (conditional puts and deletes of index items).
         (
             "list-tasks",
-            vec!["dynamodb:Query", "dynamodb:BatchGetItem"],
+            vec![
+                "dynamodb:Query",
+                "dynamodb:BatchGetItem",
+                "dynamodb:PutItem",
+                "dynamodb:DeleteItem",
+            ],
         ),
         // The task (access), then one conditional write with the task's version.
         (
