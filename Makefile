@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help run test lint bench interop bench-load lambda-e2e infra infra-build lambda-init
+.PHONY: help run test lint bench interop tck bench-load lambda-e2e infra infra-build lambda-init
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -30,6 +30,10 @@ bench: ## Criterion benchmarks of the core (figures in docs/performance.md)
 interop: ## The official A2A Python SDK client (a2a-sdk 1.3.0) against the local server, JSON-RPC and HTTP+JSON
 	$(CARGO) test --workspace --all-targets --no-run
 	tests/interop/run.sh
+
+tck: ## The A2A TCK (../shared/tools/a2a-tck) against the local server, MUST level, both transports; only its known defects may fail
+	$(CARGO) test --workspace --all-targets --no-run
+	tests/tck/run.sh
 
 lambda-e2e: ## The real Lambda function binaries under cargo lambda watch over DynamoDB Local (tests/lambda/run.sh)
 	tests/lambda/run.sh
