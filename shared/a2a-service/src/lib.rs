@@ -7,6 +7,7 @@ pub mod config;
 pub mod error;
 pub mod identity;
 pub mod listener;
+mod message_checks;
 pub mod push;
 pub mod refusals;
 pub mod runner;

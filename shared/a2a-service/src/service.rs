@@ -41,15 +41,13 @@ use crate::config::ServiceConfig;
 use crate::error::ServiceError;
 use crate::identity::{self, Who};
 use crate::listener::{EventListener, Wakeup};
+use crate::message_checks::{self, media_type};
 use crate::push::configs as push_configs;
 use crate::push::{WebhookPolicy, check_webhook_url};
 use crate::refusals::RefusalBudget;
 use crate::runner::{Created, Processed, Runner};
 use crate::views::{View, Views};
 use crate::{subtasks, view};
-
-/// The most tasks a message may reference (`referenceTaskIds`).
-const MAX_REFERENCE_TASK_IDS: usize = 64;
 
 /// The longest page token a client may send back (ours are far shorter).
 const MAX_PAGE_TOKEN_BYTES: usize = 1024;
@@ -163,16 +161,6 @@ fn domain_error(err: DomainError) -> ServiceError {
     }
 }
 
-/// A part's media type as the input modes name it.
-fn media_type(part: &Part) -> &str {
-    match (&part.media_type, &part.content) {
-        (Some(mt), _) => mt.split(';').next().unwrap_or(mt).trim(),
-        (None, PartContent::Text(_)) => "text/plain",
-        (None, PartContent::Data(_)) => "application/json",
-        (None, _) => "application/octet-stream",
-    }
-}
-
 /// The agent's direct answer to `request`: a Message in the request's context (or a new one)
 /// that belongs to no task.
 fn direct_message(request: &Message, text: String) -> Message {
@@ -185,25 +173,6 @@ fn direct_message(request: &Message, text: String) -> Message {
             .unwrap_or_else(a2a::new_context_id),
     );
     message
-}
-
-/// How deeply JSON in a message (data parts, metadata) may nest. Responses wrap what is
-/// stored a few levels deeper, and common JSON parsers stop at 128 levels: a task must stay
-/// readable by every participant.
-const MAX_JSON_DEPTH: usize = 32;
-
-fn json_depth(value: &Value) -> usize {
-    let mut deepest = 0;
-    let mut stack = vec![(value, 1)];
-    while let Some((value, depth)) = stack.pop() {
-        deepest = deepest.max(depth);
-        match value {
-            Value::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
-            Value::Object(map) => stack.extend(map.values().map(|v| (v, depth + 1))),
-            _ => {}
-        }
-    }
-    deepest
 }
 
 fn text_of(message: &Message) -> String {
@@ -366,87 +335,6 @@ impl Service {
         Ok(())
     }
 
-    /// Media types the card accepts (`ContentTypeNotSupported` otherwise).
-    fn check_parts(&self, message: &Message) -> Result<(), ServiceError> {
-        for (i, part) in message.parts.iter().enumerate() {
-            let mt = media_type(part);
-            if !self.card.default_input_modes.iter().any(|m| m == mt) {
-                return Err(ServiceError::ContentTypeNotSupported(format!(
-                    "part {} has media type {mt}, which this agent does not accept (accepted: {})",
-                    i + 1,
-                    self.card.default_input_modes.join(", ")
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    fn check_message(&self, message: &Message) -> Result<(), ServiceError> {
-        if message.message_id.is_empty() {
-            return Err(ServiceError::InvalidParams(
-                "message.messageId is required".to_owned(),
-            ));
-        }
-        identity::check(IdKind::Message, "message.messageId", &message.message_id)?;
-        if let Some(task_id) = &message.task_id {
-            identity::check(IdKind::Task, "message.taskId", task_id)?;
-        }
-        if let Some(context_id) = &message.context_id {
-            identity::check(IdKind::Context, "message.contextId", context_id)?;
-        }
-        let references = message.reference_task_ids.as_deref().unwrap_or_default();
-        if references.len() > MAX_REFERENCE_TASK_IDS {
-            return Err(ServiceError::InvalidParams(format!(
-                "message.referenceTaskIds lists more than {MAX_REFERENCE_TASK_IDS} tasks"
-            )));
-        }
-        for (i, task_id) in references.iter().enumerate() {
-            identity::check(
-                IdKind::Task,
-                &format!("message.referenceTaskIds[{i}]"),
-                task_id,
-            )?;
-        }
-        if message
-            .metadata
-            .as_ref()
-            .is_some_and(|m| m.contains_key(subtasks::NOTE_KEY))
-        {
-            return Err(ServiceError::InvalidParams(format!(
-                "message.metadata key {} is reserved for the service's own sub-task notes",
-                subtasks::NOTE_KEY
-            )));
-        }
-        if message.role != Role::User {
-            return Err(ServiceError::InvalidParams(
-                "message.role must be ROLE_USER".to_owned(),
-            ));
-        }
-        if message.parts.is_empty() {
-            return Err(ServiceError::InvalidParams(
-                "message.parts must contain at least one part".to_owned(),
-            ));
-        }
-        let metadata = message.metadata.iter().flat_map(|m| m.values());
-        let parts = message.parts.iter().flat_map(|p| {
-            let data = match &p.content {
-                PartContent::Data(data) => Some(data),
-                _ => None,
-            };
-            data.into_iter()
-                .chain(p.metadata.iter().flat_map(|m| m.values()))
-        });
-        if metadata
-            .chain(parts)
-            .any(|v| json_depth(v) > MAX_JSON_DEPTH)
-        {
-            return Err(ServiceError::InvalidParams(format!(
-                "message data nests deeper than {MAX_JSON_DEPTH} levels"
-            )));
-        }
-        self.check_parts(message)
-    }
-
     /// Intake of a message: refusals, commands, envelopes, new tasks, queueing.
     async fn intake(
         &self,
@@ -454,7 +342,7 @@ impl Service {
         req: &SendMessageRequest,
     ) -> Result<Intake, ServiceError> {
         let message = &req.message;
-        self.check_message(message)?;
+        message_checks::check(message, &self.card.default_input_modes)?;
         let sender = identity::sender(
             ctx,
             message,
