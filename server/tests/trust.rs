@@ -276,7 +276,8 @@ async fn refused_requests_do_not_fill_the_store() {
         let err = api.send(send_req(on(m, &task))).await.expect_err("refused");
         invalid_params(&err);
     }
-    // Ten refusals of a stranger's 1.8 MB message: each is a bounded audit record.
+    // Ten refusals of a stranger's 1.8 MB message: each is a bounded audit record (the
+    // message itself was never audited; this half guards that it stays so).
     let text_body = "t".repeat(1800 * 1024);
     for _ in 0..10 {
         let refused = api
