@@ -5,23 +5,11 @@
 
 mod common;
 
-use a2a::{TaskPushNotificationConfig, TaskState};
+use a2a::TaskState;
 use aws_sdk_dynamodb::types::AttributeValue;
 use task_core::extension::Role;
-use task_store::contract::{at, record};
-use task_store::limits::MAX_PUSH_CONFIGS_PER_PARTICIPANT;
+use task_store::contract::{self, at, record};
 use task_store::*;
-
-fn config(id: &str) -> TaskPushNotificationConfig {
-    TaskPushNotificationConfig {
-        url: format!("https://example.com/{id}"),
-        id: Some(id.into()),
-        task_id: "t-1".into(),
-        token: Some("tok".into()),
-        authentication: None,
-        tenant: None,
-    }
-}
 
 #[tokio::test]
 async fn configs_without_owner_are_nobodys() {
@@ -46,59 +34,11 @@ async fn configs_without_owner_are_nobodys() {
         .item("SK", AttributeValue::S("PUSH#old".into()))
         .item(
             "doc",
-            AttributeValue::S(serde_json::to_string(&config("old")).unwrap()),
+            AttributeValue::S(serde_json::to_string(&contract::config_without_owner()).unwrap()),
         )
         .send()
         .await
         .expect("put the old item");
 
-    let old = store
-        .get_push_config("t-1", "old")
-        .await
-        .expect("get")
-        .expect("read back");
-    assert_eq!((old.owner, old.config), (None, config("old")));
-
-    let takeover = store.put_push_config("alice", config("old")).await;
-    assert!(
-        matches!(
-            takeover,
-            Err(StoreError::Conflict(Conflict::PushConfigTaken { .. }))
-        ),
-        "{takeover:?}"
-    );
-    for i in 0..MAX_PUSH_CONFIGS_PER_PARTICIPANT {
-        store
-            .put_push_config("alice", config(&format!("a{i:02}")))
-            .await
-            .expect("not counted: under the cap");
-    }
-    assert!(
-        !store
-            .delete_push_config("t-1", "old", DeleteScope::Owner("alice"))
-            .await
-            .expect("delete")
-    );
-    assert!(
-        store
-            .delete_push_config("t-1", "old", DeleteScope::Ownerless)
-            .await
-            .expect("delete")
-    );
-    assert_eq!(
-        store.get_push_config("t-1", "old").await.expect("get"),
-        None
-    );
-    // Deleting it freed nothing: alice is still at her cap.
-    let over = store.put_push_config("alice", config("one-more")).await;
-    assert!(
-        matches!(
-            over,
-            Err(StoreError::Conflict(Conflict::TooManyPushConfigs {
-                per_participant: true,
-                ..
-            }))
-        ),
-        "{over:?}"
-    );
+    contract::a_config_without_owner_is_nobodys(&store).await;
 }

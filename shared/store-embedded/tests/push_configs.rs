@@ -3,26 +3,14 @@
 //! configs without owner (or an admin's) removes them, and the caps do not count them.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // a failed fixture is a failed test
 
-use a2a::{TaskPushNotificationConfig, TaskState};
+use a2a::TaskState;
 use redb::{Database, TableDefinition};
 use store_embedded::EmbeddedStore;
 use task_core::extension::Role;
-use task_store::contract::{at, record};
-use task_store::limits::MAX_PUSH_CONFIGS_PER_PARTICIPANT;
-use task_store::{Change, Conflict, DeleteScope, NewTask, PushConfigStore, StoreError, TaskStore};
+use task_store::contract::{self, at, record};
+use task_store::{Change, NewTask, PushConfigStore, TaskStore};
 
 const PUSH: TableDefinition<(&str, &str), &str> = TableDefinition::new("push_configs");
-
-fn config(id: &str) -> TaskPushNotificationConfig {
-    TaskPushNotificationConfig {
-        url: format!("https://example.com/{id}"),
-        id: Some(id.into()),
-        task_id: "t-1".into(),
-        token: Some("tok".into()),
-        authentication: None,
-        tenant: None,
-    }
-}
 
 #[tokio::test]
 async fn configs_without_owner_are_nobodys() {
@@ -32,7 +20,7 @@ async fn configs_without_owner_are_nobodys() {
         // A file holding a config as this store wrote them before configs had owners.
         let db = Database::create(&path).expect("create");
         let txn = db.begin_write().expect("write");
-        let legacy = serde_json::to_string(&config("old")).unwrap();
+        let legacy = serde_json::to_string(&contract::config_without_owner()).unwrap();
         txn.open_table(PUSH)
             .expect("table")
             .insert(("t-1", "old"), legacy.as_str())
@@ -53,42 +41,5 @@ async fn configs_without_owner_are_nobodys() {
         .expect("create");
     assert!(store.may_have_push_configs("t-1"));
 
-    let old = store
-        .get_push_config("t-1", "old")
-        .await
-        .expect("get")
-        .expect("read back");
-    assert_eq!((old.owner, old.config), (None, config("old")));
-
-    let takeover = store.put_push_config("alice", config("old")).await;
-    assert!(
-        matches!(
-            takeover,
-            Err(StoreError::Conflict(Conflict::PushConfigTaken { .. }))
-        ),
-        "{takeover:?}"
-    );
-    // Not counted: alice still has her whole allowance.
-    for i in 0..MAX_PUSH_CONFIGS_PER_PARTICIPANT {
-        store
-            .put_push_config("alice", config(&format!("a{i:02}")))
-            .await
-            .expect("under the cap");
-    }
-    assert!(
-        !store
-            .delete_push_config("t-1", "old", DeleteScope::Owner("alice"))
-            .await
-            .expect("delete")
-    );
-    assert!(
-        store
-            .delete_push_config("t-1", "old", DeleteScope::Ownerless)
-            .await
-            .expect("delete")
-    );
-    assert_eq!(
-        store.get_push_config("t-1", "old").await.expect("get"),
-        None
-    );
+    contract::a_config_without_owner_is_nobodys(&store).await;
 }

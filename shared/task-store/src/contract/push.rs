@@ -323,3 +323,58 @@ pub async fn concurrent_push_config_writes_keep_the_rules(store: Arc<dyn Store>)
     assert_eq!(stored.owner.as_deref(), Some(winners[0].as_str()));
     assert_eq!(stored.config.url, format!("https://{}", winners[0]));
 }
+
+/// The config a store wrote before configs had owners: the one an adapter's own test writes,
+/// the old way, as `old` on task `t-1` before calling [`a_config_without_owner_is_nobodys`].
+pub fn config_without_owner() -> TaskPushNotificationConfig {
+    push("t-1", "old", "https://example.com/old")
+}
+
+/// A config stored before configs had owners (written by the adapter's own test, the way
+/// that adapter wrote configs then: [`config_without_owner`] on task `t-1`, where alice is an
+/// admin) reads back without owner, nobody can take its id over, only a delete scoped to
+/// configs without owner removes it, and the caps never counted it.
+pub async fn a_config_without_owner_is_nobodys(store: &dyn Store) {
+    let old = store
+        .get_push_config("t-1", "old")
+        .await
+        .expect("get")
+        .expect("read back");
+    assert_eq!((old.owner, old.config), (None, config_without_owner()));
+    assert_eq!(
+        conflict(store.put_push_config("alice", config_without_owner()).await),
+        taken("t-1", "old")
+    );
+    // Not counted: alice still has her whole allowance.
+    for i in 0..MAX_PUSH_CONFIGS_PER_PARTICIPANT {
+        store
+            .put_push_config("alice", push("t-1", &format!("a{i:02}"), "https://x"))
+            .await
+            .expect("under the cap");
+    }
+    assert!(
+        !store
+            .delete_push_config("t-1", "old", DeleteScope::Owner("alice"))
+            .await
+            .expect("delete")
+    );
+    assert!(
+        store
+            .delete_push_config("t-1", "old", DeleteScope::Ownerless)
+            .await
+            .expect("delete")
+    );
+    assert_eq!(
+        store.get_push_config("t-1", "old").await.expect("get"),
+        None
+    );
+    // Deleting it freed nothing: alice is still at her cap.
+    assert_eq!(
+        conflict(
+            store
+                .put_push_config("alice", push("t-1", "one-more", "https://x"))
+                .await
+        ),
+        too_many("t-1", true)
+    );
+}
