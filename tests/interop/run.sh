@@ -24,48 +24,17 @@ fi
 py=$(tests/interop/venv.sh)
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/th-interop.XXXXXX")
-server_pid=
-stop_server() {
-  [[ -n $server_pid ]] || return 0
-  if kill -0 "$server_pid" 2>/dev/null; then
-    kill -INT "$server_pid" 2>/dev/null || true # Ctrl-C: the server's graceful shutdown
-    for _ in $(seq 50); do
-      kill -0 "$server_pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    if kill -0 "$server_pid" 2>/dev/null; then
-      echo "interop: server $server_pid ignored SIGINT for 5 s; killing it" >&2
-      kill -KILL "$server_pid" 2>/dev/null || true
-    fi
-  fi
-  wait "$server_pid" 2>/dev/null || true
-  server_pid=
-}
+# shellcheck source=tests/lib/local-server.sh
+. tests/lib/local-server.sh
 cleanup() {
-  stop_server
+  stop_local_server
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-RUST_LOG=${RUST_LOG:-warn} "$bin" --addr 127.0.0.1:0 --data-dir "$tmp/data" \
-  --default-participant "$default_participant" >"$tmp/stdout" 2>"$tmp/server.log" &
-server_pid=$!
-
-# The first stdout line says where it listens.
-url=
-for _ in $(seq 200); do
-  url=$(sed -n 's/^listening on \(http:[^ ]*\)$/\1/p' "$tmp/stdout" | head -n 1)
-  [[ -n $url ]] && break
-  if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
-  sleep 0.05
-done
-if [[ -z $url ]]; then
-  echo "interop: error: the server did not start; its log:" >&2
-  sed 's/^/    /' "$tmp/server.log" >&2
-  exit 1
-fi
+start_local_server interop "$bin" "$tmp" --default-participant "$default_participant"
 echo "interop: $bin at $url (a2a-sdk $("$py" -c 'import importlib.metadata as m; print(m.version("a2a-sdk"))'), $("$py" -V))"
 
 passed=0
@@ -91,7 +60,7 @@ if [[ $failed != 0 ]]; then
   echo "interop: the server's log (last 40 lines):"
   tail -n 40 "$tmp/server.log" | sed 's/^/    /'
 fi
-stop_server
+stop_local_server
 echo "interop: done in $(($(date +%s) - t0))s"
 echo "interop: $passed passed, $failed failed"
 [[ $failed == 0 ]]

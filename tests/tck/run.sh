@@ -49,44 +49,17 @@ fi
 py=$home/venv/bin/python
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/th-tck.XXXXXX")
-server_pid=
-stop_server() {
-  [[ -n $server_pid ]] || return 0
-  if kill -0 "$server_pid" 2>/dev/null; then
-    kill -INT "$server_pid" 2>/dev/null || true
-    for _ in $(seq 50); do
-      kill -0 "$server_pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$server_pid" 2>/dev/null || true
-  fi
-  wait "$server_pid" 2>/dev/null || true
-  server_pid=
-}
+# shellcheck source=tests/lib/local-server.sh
+. tests/lib/local-server.sh
 cleanup() {
-  stop_server
+  stop_local_server
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-RUST_LOG=${RUST_LOG:-warn} "$bin" --addr 127.0.0.1:0 --data-dir "$tmp/data" \
-  --agent-profile tck --default-participant tck --allow-private-webhooks \
-  >"$tmp/stdout" 2>"$tmp/server.log" &
-server_pid=$!
-url=
-for _ in $(seq 200); do
-  url=$(sed -n 's/^listening on \(http:[^ ]*\)$/\1/p' "$tmp/stdout" | head -n 1)
-  [[ -n $url ]] && break
-  if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
-  sleep 0.05
-done
-if [[ -z $url ]]; then
-  echo "tck: error: the server did not start; its log:" >&2
-  sed 's/^/    /' "$tmp/server.log" >&2
-  exit 1
-fi
+start_local_server tck "$bin" "$tmp" --agent-profile tck --default-participant tck --allow-private-webhooks
 log "$bin at $url"
 
 # The TCK writes its reports under its own directory: run it from a fresh copy's reports.
@@ -102,7 +75,7 @@ if [[ ! -f $report ]]; then
   tail -n 60 "$tmp/tck.out" | sed 's/^/    /' >&2
   exit 1
 fi
-stop_server
+stop_local_server
 "$py" - "$report" $known_failures <<'PY'
 import json, sys
 report, known = sys.argv[1], set(sys.argv[2:])
