@@ -16,6 +16,14 @@ fn envelope(payload: Value) -> Value {
     data_part(TASK_MEDIA_TYPE, payload)
 }
 
+/// A new task from `from`: its first text and an envelope with `payload`.
+fn new_task(from: &str, text: &str, payload: Value) -> Value {
+    send_req(message(
+        Some(from),
+        vec![text_part(text), envelope(payload)],
+    ))
+}
+
 fn invalid_params(err: &ApiError) {
     err.assert_is(-32602, 400, "INVALID_PARAMS");
 }
@@ -46,10 +54,7 @@ async fn a_new_task_cannot_link_to_tasks_on_this_service() {
         ];
         for (field, payload) in links {
             let err = mallory
-                .send(send_req(message(
-                    Some(&name),
-                    vec![text_part("cancel me, and them"), envelope(payload)],
-                )))
+                .send(new_task(&name, "cancel me, and them", payload))
                 .await
                 .expect_err("a link to a task here is refused");
             invalid_params(&err);
@@ -97,15 +102,13 @@ async fn links_to_tasks_on_other_agents_are_information_only() {
     // here, and nothing travels along it: no cancel, no mirrored state.
     let mallory = api.as_participant("mallory");
     let own = mallory
-        .send_ok(send_req(message(
-            Some("mallory"),
-            vec![
-                text_part("hi"),
-                envelope(json!({"name": "n", "goal": "g",
+        .send_ok(new_task(
+            "mallory",
+            "hi",
+            json!({"name": "n", "goal": "g",
                     "sub_tasks": [{"task_id": victim_id, "state": "TASK_STATE_WORKING",
-                                   "agent": {"kind": "agent", "id": "billing"}}]})),
-            ],
-        )))
+                                   "agent": {"kind": "agent", "id": "billing"}}]}),
+        ))
         .await;
     assert_eq!(
         ext(&own)["sub_tasks"][0]["task_id"],
@@ -166,15 +169,13 @@ async fn an_agent_participant_needs_a_verified_identity() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api
-            .send_ok(send_req(message(
-                Some("alice"),
-                vec![
-                    text_part("with a bot"),
-                    envelope(json!({"name": "n", "goal": "g", "participants": [
+            .send_ok(new_task(
+                "alice",
+                "with a bot",
+                json!({"name": "n", "goal": "g", "participants": [
                         {"id": "alice", "kind": "human", "role": "admin"},
-                        {"id": "billing-bot", "kind": "agent", "role": "watcher"}]})),
-                ],
-            )))
+                        {"id": "billing-bot", "kind": "agent", "role": "watcher"}]}),
+            ))
             .await;
         let id = task["id"].as_str().unwrap();
         let bot = api.as_participant("billing-bot");
@@ -194,14 +195,12 @@ async fn an_agent_participant_needs_a_verified_identity() {
 
         // Nor may a self-asserted sender make itself an agent participant.
         let err = api
-            .send(send_req(message(
-                Some("mallory"),
-                vec![
-                    text_part("hi"),
-                    envelope(json!({"name": "n", "goal": "g", "participants": [
-                        {"id": "mallory", "kind": "agent", "role": "admin"}]})),
-                ],
-            )))
+            .send(new_task(
+                "mallory",
+                "hi",
+                json!({"name": "n", "goal": "g", "participants": [
+                        {"id": "mallory", "kind": "agent", "role": "admin"}]}),
+            ))
             .await
             .expect_err("refused");
         invalid_params(&err);
@@ -386,15 +385,13 @@ async fn watchers_cannot_send_event_envelopes() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api
-            .send_ok(send_req(message(
-                Some("alice"),
-                vec![
-                    text_part("watched"),
-                    envelope(json!({"name": "n", "goal": "g", "participants": [
+            .send_ok(new_task(
+                "alice",
+                "watched",
+                json!({"name": "n", "goal": "g", "participants": [
                         {"id": "alice", "kind": "human", "role": "reporter"},
-                        {"id": "wes", "kind": "human", "role": "watcher"}]})),
-                ],
-            )))
+                        {"id": "wes", "kind": "human", "role": "watcher"}]}),
+            ))
             .await;
         let event = data_part(
             EVENT_MEDIA_TYPE,
@@ -437,15 +434,13 @@ async fn the_agent_and_the_last_admin_stay_on_the_task() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api
-            .send_ok(send_req(message(
-                Some("ops"),
-                vec![
-                    text_part("administered"),
-                    envelope(json!({"name": "n", "goal": "g", "participants": [
+            .send_ok(new_task(
+                "ops",
+                "administered",
+                json!({"name": "n", "goal": "g", "participants": [
                         {"id": "ops", "kind": "human", "role": "admin"},
-                        {"id": "alice", "kind": "human", "role": "reporter"}]})),
-                ],
-            )))
+                        {"id": "alice", "kind": "human", "role": "reporter"}]}),
+            ))
             .await;
         let edit = |participants: Value| {
             send_req(on(
