@@ -756,7 +756,7 @@ impl Service {
         let size = serde_json::to_vec(&message.parts).map_or(0, |b| b.len() as u64);
         update.audit.push(
             AuditEntry::new(now, &message.message_id, Some(sender), false, reason)
-                .describing(size, &text_of(message)),
+                .describing(size, message.parts.iter().find_map(Part::as_text).unwrap_or("")),
         );
         self.commit(vec![Change::Update(Box::new(update))])
             .await
