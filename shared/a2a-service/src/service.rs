@@ -755,8 +755,10 @@ impl Service {
         let mut update = TaskUpdate::new(stored.clone());
         let size = serde_json::to_vec(&message.parts).map_or(0, |b| b.len() as u64);
         update.audit.push(
-            AuditEntry::new(now, &message.message_id, Some(sender), false, reason)
-                .describing(size, message.parts.iter().find_map(Part::as_text).unwrap_or("")),
+            AuditEntry::new(now, &message.message_id, Some(sender), false, reason).describing(
+                size,
+                message.parts.iter().find_map(Part::as_text).unwrap_or(""),
+            ),
         );
         self.commit(vec![Change::Update(Box::new(update))])
             .await
