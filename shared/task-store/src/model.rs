@@ -237,6 +237,16 @@ pub struct Lease {
     pub expires_at: DateTime<Utc>,
 }
 
+impl Lease {
+    /// The one lease-expiry rule every adapter applies: a lease that expires at `expires_at`
+    /// has expired at `now` from that instant on, so another runner may take it
+    /// ([`LeaseStore::acquire`](crate::LeaseStore::acquire)) and the sweeper lists it
+    /// ([`LeaseStore::expired_leases`](crate::LeaseStore::expired_leases)).
+    pub fn expired(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+        expires_at <= now
+    }
+}
+
 /// ListTasks filters (all optional) and paging.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListQuery {

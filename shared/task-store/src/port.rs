@@ -113,7 +113,8 @@ pub trait InboxStore: Send + Sync {
 /// One runner per task: a lease with an expiry.
 #[async_trait]
 pub trait LeaseStore: Send + Sync {
-    /// Takes the lease if nobody holds it or the holder's lease expired at `now`;
+    /// Takes the lease if nobody holds it or the holder's lease expired at `now`
+    /// ([`Lease::expired`](crate::Lease::expired));
     /// `Conflict::LeaseHeld` otherwise.
     async fn acquire(
         &self,
@@ -130,7 +131,8 @@ pub trait LeaseStore: Send + Sync {
     /// Gives the lease up; `Conflict::LeaseLost` if this holder no longer holds it.
     async fn release(&self, lease: &Lease) -> StoreResult<()>;
 
-    /// Tasks whose lease expired before `now` (crashed runners), oldest expiry first.
+    /// Tasks whose lease expired at `now` ([`Lease::expired`](crate::Lease::expired): crashed
+    /// runners), oldest expiry first.
     async fn expired_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<Vec<String>>;
 }
 
