@@ -7,8 +7,9 @@
 
 use a2a::TaskState;
 
-use crate::lifecycle::{LifecycleEvent, state_name};
+use crate::events::LifecycleEvent;
 use crate::policy::AccessDenied;
+use crate::states::state_name;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DomainError {

@@ -2,19 +2,17 @@
 //!
 //! Serde types for every field of `schemas/task.schema.json`. The object is always written
 //! whole: every field, defaults and nulls included, snake_case keys. It is read only through
-//! [`TaskExtension::from_value`], which validates against the schema first, so the types never
+//! [`TaskExtension::from_value`] (in [`crate::validation`]), which validates against the schema first, so the types never
 //! see an object the contract refuses. Nested objects (participants, steps, task refs…) keep
 //! keys the schema allows but does not name, so a valid object round-trips unchanged.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::error::DomainError;
-use crate::plan;
-use crate::schemas;
+use crate::states;
 
 /// Keys a nested object carries beyond the ones the schema names (the schema allows them).
 pub type ExtraFields = BTreeMap<String, Value>;
@@ -317,40 +315,10 @@ impl TaskExtension {
         }
     }
 
-    /// Reads an extension object: schema validation, then the rules the schema cannot state
-    /// (unique participant ids, a plan that is a DAG). Every refusal is
-    /// [`DomainError::InvalidExtension`].
-    pub fn from_value(value: &Value) -> Result<Self, DomainError> {
-        schemas::check(&schemas::validators().task_extension, value)
-            .map_err(DomainError::InvalidExtension)?;
-        let ext = TaskExtension::deserialize(value)
-            .map_err(|e| DomainError::InvalidExtension(e.to_string()))?;
-        ext.check_semantics()?;
-        Ok(ext)
-    }
-
     /// The whole object: every field, defaults and nulls included.
     pub fn to_value(&self) -> Value {
         // Serialising plain structs of strings, vectors and JSON values cannot fail.
         serde_json::to_value(self).unwrap_or(Value::Null)
-    }
-
-    /// The rules the schema cannot express.
-    pub fn check_semantics(&self) -> Result<(), DomainError> {
-        let mut seen = HashSet::with_capacity(self.participants.len());
-        for p in &self.participants {
-            if !seen.insert(p.id.as_str()) {
-                return Err(DomainError::InvalidExtension(format!(
-                    "/participants: participant id {:?} appears more than once",
-                    p.id
-                )));
-            }
-        }
-        if let Some(plan) = &self.plan {
-            plan::validate(plan)
-                .map_err(|e| DomainError::InvalidExtension(format!("/plan: {e}")))?;
-        }
-        Ok(())
     }
 
     /// The lifecycle, defaulted for tasks stored without it: a task with a parent is
@@ -386,23 +354,18 @@ impl TaskExtension {
         self.sub_tasks.iter().filter(|r| {
             !r.state
                 .as_deref()
-                .and_then(crate::lifecycle::parse_state)
+                .and_then(states::parse_state)
                 .is_some_and(|s| s.is_terminal())
         })
     }
 }
 
-/// Reads the extension object out of `Task.metadata`, if there is one.
-pub fn from_metadata(metadata: &Map<String, Value>) -> Option<Result<TaskExtension, DomainError>> {
-    metadata
-        .get(crate::TASK_METADATA_KEY)
-        .map(TaskExtension::from_value)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::error::DomainError;
+    use crate::schemas;
+    use serde_json::{Map, json};
 
     fn pinned_example() -> Value {
         json!({

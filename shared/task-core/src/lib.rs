@@ -36,13 +36,16 @@ pub const A2UI_BASIC_CATALOG_ID: &str =
 pub mod commands;
 pub mod envelope;
 pub mod error;
+pub mod events;
 pub mod extension;
 pub mod ids;
 pub mod lifecycle;
 pub mod plan;
 pub mod policy;
 pub mod skills;
+pub mod states;
 pub mod task;
 pub mod tools;
+pub mod validation;
 
 pub use error::DomainError;

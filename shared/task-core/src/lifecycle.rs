@@ -31,45 +31,9 @@
 use a2a::TaskState;
 
 use crate::error::DomainError;
+pub use crate::events::{LifecycleEvent, TurnSummary};
 use crate::extension::{Lifecycle, SubState, TaskExtension};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LifecycleEvent {
-    /// A participant's message (not a command) passed intake.
-    MessageAccepted {
-        answers_help_request: bool,
-    },
-    /// A `/model` or `/effort` command was applied; commands never run the agent.
-    CommandApplied,
-    /// A sub-task's state changed; a note for the agent was recorded.
-    SubtaskChanged,
-    /// An agent turn ended.
-    TurnEnded(TurnSummary),
-    /// The agent declared the task done at the end of its turn (whatever the lifecycle
-    /// rule would say); a parent still waits for its unresolved sub-tasks.
-    AgentCompleted {
-        unresolved_sub_tasks: bool,
-    },
-    TurnLimitReached,
-    /// A model error that retries did not cure, or a failed completion hook.
-    RunFailed,
-    /// A participant task (`create_task_for_participant`) was created and waits for its
-    /// assignee.
-    AwaitAssignee,
-    /// The assignee of a participant task sent its first accepted message.
-    AssigneeReplied,
-    Cancel,
-    Reject,
-}
-
-/// What the lifecycle rule needs to know about a finished agent turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TurnSummary {
-    pub had_tool_calls: bool,
-    pub help_requested: bool,
-    pub all_criteria_met: bool,
-    pub unresolved_sub_tasks: bool,
-}
+pub use crate::states::{parse_state, short_state_name, state_name};
 
 impl TurnSummary {
     /// The summary of a turn on `task` (after the turn's tool calls were applied).
@@ -266,42 +230,6 @@ pub fn next(
             to(REJECTABLE, Rejected, None, false)
         }
     })
-}
-
-/// The ProtoJSON name of a state (`TASK_STATE_WORKING`), as `TaskRef.state` stores it.
-pub fn state_name(state: &TaskState) -> &'static str {
-    match state {
-        TaskState::Unspecified => "TASK_STATE_UNSPECIFIED",
-        Submitted => "TASK_STATE_SUBMITTED",
-        Working => "TASK_STATE_WORKING",
-        Completed => "TASK_STATE_COMPLETED",
-        Failed => "TASK_STATE_FAILED",
-        Canceled => "TASK_STATE_CANCELED",
-        InputRequired => "TASK_STATE_INPUT_REQUIRED",
-        Rejected => "TASK_STATE_REJECTED",
-        AuthRequired => "TASK_STATE_AUTH_REQUIRED",
-    }
-}
-
-/// The name without its prefix (`WORKING`), as the sub-task note says it.
-pub fn short_state_name(state: &TaskState) -> &'static str {
-    state_name(state).trim_start_matches("TASK_STATE_")
-}
-
-/// Parses a ProtoJSON state name.
-pub fn parse_state(name: &str) -> Option<TaskState> {
-    [
-        Submitted,
-        Working,
-        Completed,
-        Failed,
-        Canceled,
-        InputRequired,
-        Rejected,
-        AuthRequired,
-    ]
-    .into_iter()
-    .find(|s| state_name(s) == name)
 }
 
 /// The note a parent's agent reads when a sub-task changes state:
