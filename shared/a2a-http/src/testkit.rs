@@ -103,21 +103,8 @@ pub(crate) fn status_update(id: &str, state: TaskState) -> StreamResponse {
     })
 }
 
-/// What the fake was called with.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Call {
-    SendMessage(SendMessageRequest),
-    SendStreamingMessage(SendMessageRequest),
-    GetTask(GetTaskRequest),
-    ListTasks(ListTasksRequest),
-    CancelTask(CancelTaskRequest),
-    SubscribeToTask(SubscribeToTaskRequest),
-    CreatePushConfig(TaskPushNotificationConfig),
-    GetPushConfig(GetTaskPushNotificationConfigRequest),
-    ListPushConfigs(ListTaskPushNotificationConfigsRequest),
-    DeletePushConfig(DeleteTaskPushNotificationConfigRequest),
-    GetExtendedAgentCard(GetExtendedAgentCardRequest),
-}
+/// What the fake was called with: the decoded operation the bindings handed the service.
+pub(crate) use crate::ops::Operation as Call;
 
 type StreamFactory = Box<dyn FnOnce() -> EventStream + Send>;
 
