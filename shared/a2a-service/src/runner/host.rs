@@ -4,10 +4,10 @@
 
 use a2a::{StreamResponse, TaskArtifactUpdateEvent, TaskState};
 use async_trait::async_trait;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde_json::Value;
-use task_core::tools::ChildKind;
-use task_store::{Change, Conflict, StoreError, StoredTask, TaskUpdate};
+use task_core::tools::{ChildKind, ChildTask};
+use task_store::{Change, Conflict, Lease, StoreError, StoredTask, TaskRecord, TaskUpdate};
 
 use super::handle::{MAX_RETRIES, Runner};
 use crate::agents::{TurnHost, TurnWrite};
@@ -53,28 +53,7 @@ impl TurnHost for Runner {
             }
             update.artifacts = write.artifacts;
             update.record = write.record;
-            let mut leases = Vec::new();
-            let children: Vec<Change> = write
-                .children
-                .iter()
-                .map(|child| {
-                    let lease = match child.kind {
-                        ChildKind::Agent { .. } => {
-                            let lease = self.new_lease(&child.id);
-                            leases.push(lease.clone());
-                            Some(lease)
-                        }
-                        ChildKind::Participant { .. } => None,
-                    };
-                    Change::Create(Box::new(subtasks::child_task(
-                        &record,
-                        child,
-                        &self.inner.config.agent_id,
-                        lease,
-                        now,
-                    )))
-                })
-                .collect();
+            let (children, leases) = self.turn_children(&record, &write.children, now);
             match self.commit_with(update, children).await {
                 Ok(applied) => {
                     *task = applied;
@@ -92,5 +71,39 @@ impl TurnHost for Runner {
         Err(StoreError::Conflict(Conflict::TaskChanged(
             task.record.id.clone(),
         )))
+    }
+}
+
+impl Runner {
+    /// The children a turn creates, to go in its commit; an agent's child comes with the
+    /// lease its run starts on (returned too, so the run starts once the commit lands).
+    fn turn_children(
+        &self,
+        parent: &TaskRecord,
+        children: &[ChildTask],
+        now: DateTime<Utc>,
+    ) -> (Vec<Change>, Vec<Lease>) {
+        let mut leases = Vec::new();
+        let changes = children
+            .iter()
+            .map(|child| {
+                let lease = match child.kind {
+                    ChildKind::Agent { .. } => {
+                        let lease = self.new_lease(&child.id);
+                        leases.push(lease.clone());
+                        Some(lease)
+                    }
+                    ChildKind::Participant { .. } => None,
+                };
+                Change::Create(Box::new(subtasks::child_task(
+                    parent,
+                    child,
+                    &self.inner.config.agent_id,
+                    lease,
+                    now,
+                )))
+            })
+            .collect();
+        (changes, leases)
     }
 }
