@@ -1,7 +1,8 @@
 use async_trait::async_trait;
 use task_store::StoreError;
 
-use super::{Agent, AgentReply, TurnContext};
+use super::port::{Agent, AgentReply};
+use super::turn::TurnContext;
 
 /// Answers with the text it got and leaves the outcome to the lifecycle rule, so every path
 /// runs with no model at all.

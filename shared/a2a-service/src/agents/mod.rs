@@ -1,129 +1,17 @@
-//! The agent port (what runs on an accepted message) and the agents behind it: the model
+//! The agent port (what runs on an accepted message, `port`), an agent's turn and the narrow
+//! host the runner gives it (`turn`), and the agents behind the port: the model
 //! agent (the tool loop over the configured model providers, `model`), `echo` (answers with
 //! the text it got, for tests) and `tck` (the A2A TCK's scenarios, driven by the message id).
 
 mod echo;
 mod model;
+mod port;
 mod remote;
 mod tck;
-
-use a2a::{Artifact, Message};
-use async_trait::async_trait;
-use serde_json::Value;
-use task_core::task::HelpRequest;
-use task_store::StoreError;
+mod turn;
 
 pub use echo::EchoAgent;
 pub use model::{ModelAgent, ModelAgentConfig};
+pub use port::{Agent, AgentReply, ArtifactChunk, TurnEnd};
 pub use tck::TckAgent;
-
-pub use crate::runner::{TurnContext, TurnWrite};
-
-/// How an agent's turn ends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TurnEnd {
-    /// The lifecycle rule of SPEC section 5 decides (a conversation waits for the next
-    /// message unless its criteria are met; a delegated task completes).
-    Lifecycle,
-    /// The agent declares the task done (a parent still waits for unresolved sub-tasks).
-    Complete,
-    /// The agent refuses the task: REJECTED.
-    Reject,
-    /// The run failed: FAILED, the reason as the status message.
-    Fail(String),
-    /// The run reached its turn limit: FAILED with "turn limit reached".
-    TurnLimit,
-    /// The run asked a participant (`ask_participant`): INPUT_REQUIRED with the request as
-    /// the status message, until the asked participant answers.
-    AwaitAnswer(HelpRequest),
-    /// A relayed sub-task: the state the remote agent's task reached.
-    Remote(a2a::TaskState),
-}
-
-/// One artifact (or one chunk of it) produced by a turn.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ArtifactChunk {
-    pub artifact: Artifact,
-    /// Append these parts to the artifact already stored under the same id (a new artifact
-    /// when there is none).
-    pub append: bool,
-    /// The artifact's final chunk.
-    pub last_chunk: bool,
-}
-
-impl ArtifactChunk {
-    /// A whole artifact in one piece.
-    pub fn whole(artifact: Artifact) -> Self {
-        Self {
-            artifact,
-            append: false,
-            last_chunk: false,
-        }
-    }
-}
-
-/// What a run produced: the agent's message (the status message of the run's final
-/// status), artifacts in the order they were produced, how the run ends, and the transcript
-/// entries to write with the outcome.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentReply {
-    pub text: String,
-    pub artifacts: Vec<ArtifactChunk>,
-    pub end: TurnEnd,
-    /// Transcript entries written with the run's outcome (the model's last turn).
-    pub transcript: Vec<Value>,
-}
-
-impl AgentReply {
-    /// A reply that leaves the outcome to the lifecycle rule.
-    pub fn text(text: impl Into<String>) -> Self {
-        Self {
-            text: text.into(),
-            artifacts: Vec::new(),
-            end: TurnEnd::Lifecycle,
-            transcript: Vec::new(),
-        }
-    }
-
-    /// The run failed for `reason`.
-    pub fn fail(reason: impl Into<String>) -> Self {
-        let reason = reason.into();
-        Self {
-            text: reason.clone(),
-            artifacts: Vec::new(),
-            end: TurnEnd::Fail(reason),
-            transcript: Vec::new(),
-        }
-    }
-
-    pub fn with_transcript(mut self, entries: Vec<Value>) -> Self {
-        self.transcript = entries;
-        self
-    }
-
-    pub fn ending(mut self, end: TurnEnd) -> Self {
-        self.end = end;
-        self
-    }
-
-    pub fn with_artifact(mut self, chunk: ArtifactChunk) -> Self {
-        self.artifacts.push(chunk);
-        self
-    }
-}
-
-/// The agent behind the tasks.
-#[async_trait]
-pub trait Agent: Send + Sync {
-    /// Runs on one accepted message: `turn` gives the task (WORKING), the message, what the
-    /// agent reads of it, and a way to commit intermediate turns (each a conditional write);
-    /// the reply is committed by the runner as the run's outcome.
-    async fn run(&self, turn: &mut TurnContext<'_>) -> Result<AgentReply, StoreError>;
-
-    /// A direct answer to a message that would start a new task: the text of an agent
-    /// Message sent back instead of a task, and nothing is stored. `None` (the default): the
-    /// message starts a task.
-    fn direct_reply(&self, _message: &Message) -> Option<String> {
-        None
-    }
-}
+pub use turn::{TurnContext, TurnHost, TurnWrite};

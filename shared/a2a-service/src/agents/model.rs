@@ -27,7 +27,8 @@ use task_core::task::{HelpRequest, WorkingTask};
 use task_core::tools::{self, ToolEffect, ToolEnv};
 use task_store::{StoreError, StoredTask};
 
-use super::{Agent, AgentReply, TurnContext, TurnEnd, TurnWrite};
+use super::port::{Agent, AgentReply, TurnEnd};
+use super::turn::{TurnContext, TurnWrite};
 
 /// How the model agent is set up.
 #[derive(Clone)]
@@ -224,8 +225,7 @@ impl Agent for ModelAgent {
         let stored: Vec<Entry> = if turn.task().counters.transcript == 0 {
             Vec::new()
         } else {
-            turn.store()
-                .transcript(&task_id, 0)
+            turn.transcript()
                 .await?
                 .into_iter()
                 .filter_map(|v| serde_json::from_value(v).ok())
@@ -291,7 +291,7 @@ impl Agent for ModelAgent {
                 );
             }
             let actor = turn.sender().to_owned();
-            let agent_id = turn.config().agent_id.clone();
+            let agent_id = turn.agent_id().to_owned();
             let mut results = Vec::new();
             let mut help = None;
             let mut entries = Vec::new();

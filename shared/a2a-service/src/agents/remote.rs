@@ -21,7 +21,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use task_store::StoreError;
 
-use super::{AgentReply, TurnContext, TurnEnd, TurnWrite};
+use super::port::{AgentReply, TurnEnd};
+use super::turn::{TurnContext, TurnWrite};
 use crate::identity::PARTICIPANT_KEY;
 
 /// How long the relay follows a remote task before giving up (re-subscribing in between
@@ -277,7 +278,7 @@ async fn follow(
     turn: &mut TurnContext<'_>,
 ) -> Result<AgentReply, Failure> {
     let url = jsonrpc_url(http, base).await?;
-    let agent_id = turn.config().agent_id.clone();
+    let agent_id = turn.agent_id().to_owned();
     let mut seen = Seen {
         task_id: turn.task().record.agent.remote_task.clone(),
         ..Seen::default()

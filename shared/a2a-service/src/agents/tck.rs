@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use serde_json::json;
 use task_store::StoreError;
 
-use super::{Agent, AgentReply, ArtifactChunk, TurnContext, TurnEnd};
+use super::port::{Agent, AgentReply, ArtifactChunk, TurnEnd};
+use super::turn::TurnContext;
 
 /// What a scenario does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

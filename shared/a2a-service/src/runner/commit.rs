@@ -1,0 +1,48 @@
+//! The runner's one way to write a task: an update committed with the notes its change of
+//! state owes the task's parents (and children created with it), the listener told of the
+//! new events, the noted parents run.
+
+use task_store::{Change, StoreError, StoredTask, TaskUpdate};
+
+use super::handle::Runner;
+use crate::subtasks;
+
+impl Runner {
+    /// Commits one update with the notes its change of state owes the task's parents, and
+    /// returns the task as it now is (no read back). A parent that ended meanwhile takes no
+    /// note: the commit is tried again without them.
+    pub(super) async fn commit(&self, update: TaskUpdate) -> Result<StoredTask, StoreError> {
+        self.commit_with(update, Vec::new()).await
+    }
+
+    /// [`commit`](Self::commit), with more changes in the same transaction (children).
+    pub(super) async fn commit_with(
+        &self,
+        update: TaskUpdate,
+        more: Vec<Change>,
+    ) -> Result<StoredTask, StoreError> {
+        let applied = update.applied();
+        let has_events = !update.events.is_empty();
+        let mut changes = vec![Change::Update(Box::new(update))];
+        changes.extend(more);
+        let created: Vec<String> = changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Create(new) => Some(new.record.id.clone()),
+                _ => None,
+            })
+            .collect();
+        let noted =
+            subtasks::commit(&*self.inner.store, changes, &self.inner.config.agent_id).await?;
+        if has_events {
+            self.appended(&applied.record.id);
+        }
+        for task_id in created {
+            self.appended(&task_id);
+        }
+        for parent in noted {
+            self.kick(&parent);
+        }
+        Ok(applied)
+    }
+}
