@@ -12,23 +12,21 @@ use task_store::{Conflict, StoreError, StoredTask, TaskRecord};
 use tracing::warn;
 
 use super::base::{MAX_RETRIES, Service};
-use crate::api::RequestContext;
 use crate::commit_step::Step;
 use crate::error::ServiceError;
-use crate::identity;
+use crate::identity::{self, Who};
 use crate::view;
 
 impl Service {
     pub(super) async fn cancel(
         &self,
-        ctx: &RequestContext,
+        caller: &Who,
         req: CancelTaskRequest,
     ) -> Result<Task, ServiceError> {
-        let caller = self.caller(ctx)?;
         for _ in 0..MAX_RETRIES {
-            let stored = self.visible(&req.id, &caller).await?;
+            let stored = self.visible(&req.id, caller).await?;
             // A participant who may not cancel is told so as "not cancelable", not "denied".
-            identity::authorize(&stored.record.extension, &caller, Action::Cancel).map_err(
+            identity::authorize(&stored.record.extension, caller, Action::Cancel).map_err(
                 |denied| {
                     ServiceError::TaskNotCancelable(format!(
                         "the task cannot be canceled: {denied}"

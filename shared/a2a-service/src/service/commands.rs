@@ -23,6 +23,7 @@ impl Service {
         command: Result<Command, DomainError>,
     ) -> Result<Intake, Retry> {
         let record = &stored.record;
+        let mid = message.message_id.as_str();
         let reply = match policy::authorize(&record.extension, sender, Action::Command) {
             Err(denied) => Err(denied.to_string()),
             Ok(_) => command
@@ -45,23 +46,13 @@ impl Service {
         if let Some(ext) = changed {
             next.extension = ext;
         }
-        let answer = view::agent_message(record, text);
-        let step = Step::new(
-            next,
-            transition,
-            Some(answer),
-            now,
-            Some(&message.message_id),
-        );
+        let answer = Some(view::agent_message(record, text));
+        let step = Step::new(next, transition, answer, now, Some(mid));
         let mut update = step.update(stored);
-        update.message_ids.push(message.message_id.clone());
-        update.audit.push(AuditEntry::new(
-            now,
-            &message.message_id,
-            Some(sender),
-            true,
-            "command",
-        ));
+        update.message_ids.push(mid.to_owned());
+        update
+            .audit
+            .push(AuditEntry::new(now, mid, Some(sender), true, "command"));
         let next_seq = stored.counters.events + 1;
         match self.commit_update(update).await {
             Ok(()) => Ok(Intake::answered(

@@ -13,7 +13,7 @@ use task_core::{DomainError, extension::Lifecycle};
 use task_store::{AuditEntry, Change, NewTask, TaskRecord};
 
 use super::base::{Service, inbox_item};
-use super::outcome::{Intake, Run};
+use super::outcome::{Intake, LogPosition, Run};
 use crate::commit_step::Step;
 use crate::error::ServiceError;
 use crate::identity::{self, Who};
@@ -124,14 +124,9 @@ impl Service {
             Lifecycle::Conversation,
             LifecycleEvent::CommandApplied,
         )?;
-        let answer = view::agent_message(&record, reply);
-        let step = Step::new(
-            record,
-            transition,
-            Some(answer),
-            now,
-            Some(&message.message_id),
-        );
+        let answer = Some(view::agent_message(&record, reply));
+        let in_reply_to = Some(message.message_id.as_str());
+        let step = Step::new(record, transition, answer, now, in_reply_to);
         self.create_answered(new, step, created, message).await
     }
 
@@ -187,10 +182,12 @@ impl Service {
             .submit(vec![Change::Create(Box::new(new))])
             .await?;
         Ok(Intake::Queued {
-            task_id,
-            message_id: message.message_id.clone(),
-            first: Box::new(created),
-            from_seq: 1,
+            log: LogPosition {
+                task_id,
+                first: Box::new(created),
+                from_seq: 1,
+                message_id: Some(message.message_id.clone()),
+            },
             push_from: 0,
             run: Run {
                 lease: Some(lease),

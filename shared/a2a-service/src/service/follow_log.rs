@@ -2,16 +2,17 @@
 //! or answering at once), SendStreamingMessage and SubscribeToTask. They read the log, so
 //! they work the same whichever process runs the task.
 
-use a2a::{SendMessageRequest, SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task};
+use a2a::{SendMessageRequest, SendMessageResponse, StreamResponse, SubscribeToTaskRequest};
 use futures::{StreamExt, stream};
 use task_core::DomainError;
 use task_core::lifecycle;
 use tracing::warn;
 
 use super::base::Service;
-use super::outcome::Intake;
+use super::outcome::{Intake, LogPosition};
 use crate::api::{EventStream, RequestContext};
 use crate::error::ServiceError;
+use crate::identity::Who;
 use crate::runner::Processed;
 use crate::view;
 
@@ -31,14 +32,8 @@ impl Service {
         match self.intake(ctx, &req).await? {
             Intake::Answered { task, .. } => Ok(SendMessageResponse::Task(*task)),
             Intake::Direct(message) => Ok(SendMessageResponse::Message(*message)),
-            Intake::Queued {
-                task_id,
-                message_id,
-                first,
-                from_seq,
-                run,
-                ..
-            } => {
+            Intake::Queued { log, run, .. } => {
+                let task_id = log.task_id.clone();
                 // An immediate answer shows a new task as its creation left it, not what
                 // its run (which may already be done) made of it.
                 let as_created = run
@@ -68,8 +63,7 @@ impl Service {
                         }
                     }
                     if settled.is_none() {
-                        let mut events =
-                            self.follow(task_id.clone(), *first, from_seq, Some(message_id));
+                        let mut events = self.follow(log);
                         let wait = async { while events.next().await.is_some() {} };
                         if tokio::time::timeout_at(deadline, wait).await.is_err() {
                             warn!(task_id, "blocking send answered before the task settled");
@@ -103,43 +97,42 @@ impl Service {
             Intake::Direct(message) => {
                 Ok(stream::once(async move { Ok(StreamResponse::Message(*message)) }).boxed())
             }
-            Intake::Queued {
-                task_id,
-                message_id,
-                first,
-                from_seq,
-                run,
-                ..
-            } => {
-                self.launch(&task_id, run, false).await?;
-                Ok(self.follow(task_id, *first, from_seq, Some(message_id)))
+            Intake::Queued { log, run, .. } => {
+                self.launch(&log.task_id, run, false).await?;
+                Ok(self.follow(log))
             }
         }
     }
 
     pub(super) async fn subscribe(
         &self,
-        ctx: &RequestContext,
+        caller: &Who,
         req: SubscribeToTaskRequest,
     ) -> Result<EventStream, ServiceError> {
-        let caller = self.caller(ctx)?;
-        let stored = self.visible(&req.id, &caller).await?;
+        let stored = self.visible(&req.id, caller).await?;
         if lifecycle::TERMINAL.contains(stored.record.state()) {
             return Err(DomainError::TaskTerminal(stored.record.state().clone()).into());
         }
         let first = self.full_view(&stored, None, true).await?;
-        Ok(self.follow(req.id, first, stored.counters.events, None))
+        Ok(self.follow(LogPosition {
+            task_id: req.id,
+            first: Box::new(first),
+            from_seq: stored.counters.events,
+            message_id: None,
+        }))
     }
 
-    /// Events of the task from `from_seq` on, after `first`; ends after a terminal state, or an
-    /// interrupted one that answers `message_id` (any interrupted one when `None`).
-    fn follow(
-        &self,
-        task_id: String,
-        first: Task,
-        from_seq: u64,
-        message_id: Option<String>,
-    ) -> EventStream {
+    /// Events of the task from `log.from_seq` on, after `log.first`; ends after a terminal
+    /// state, or an interrupted one that answers `log.message_id` (any interrupted one when
+    /// `None`).
+    fn follow(&self, log: LogPosition) -> EventStream {
+        let LogPosition {
+            task_id,
+            first,
+            from_seq,
+            message_id,
+        } = log;
+        let first = *first;
         let ends_at_once = lifecycle::TERMINAL.contains(&first.status.state);
         let store = self.store.clone();
         let poll = self.config.poll_interval;

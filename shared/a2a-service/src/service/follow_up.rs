@@ -15,7 +15,7 @@ use task_core::{A2UI_MEDIA_TYPE, DomainError, TASK_METADATA_KEY};
 use task_store::{AuditEntry, Conflict, StoreError, StoredTask, TaskUpdate};
 
 use super::base::{MAX_RETRIES, Service, inbox_item};
-use super::outcome::{Intake, Retry, Run};
+use super::outcome::{Intake, LogPosition, Retry, Run};
 use crate::error::ServiceError;
 use crate::identity::{self, Who};
 use crate::message_checks::{carries_content, media_type};
@@ -236,10 +236,12 @@ impl Service {
         }
         match queued {
             Ok(()) => Ok(Intake::Queued {
-                task_id: record.id.clone(),
-                message_id: message.message_id.clone(),
-                first: Box::new(view::task(&current.record, None, None)),
-                from_seq: current.counters.events,
+                log: LogPosition {
+                    task_id: record.id.clone(),
+                    first: Box::new(view::task(&current.record, None, None)),
+                    from_seq: current.counters.events,
+                    message_id: Some(message.message_id.clone()),
+                },
                 push_from: current.counters.events,
                 run: Run {
                     lease,

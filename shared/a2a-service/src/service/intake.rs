@@ -49,21 +49,19 @@ impl Service {
             Intake::Answered {
                 push_from, task, ..
             } => push_from.map(|from| (task.id.clone(), from)),
-            Intake::Queued {
-                task_id, push_from, ..
-            } => Some((task_id.clone(), *push_from)),
+            Intake::Queued { log, push_from, .. } => Some((log.task_id.clone(), *push_from)),
             Intake::Direct(_) => None,
         };
         if let (Some(mut config), Some((task_id, from))) = (push, push_from) {
             // The config is stored on the task, which must be created first.
-            if let Intake::Queued { task_id, run, .. } = &mut intake {
-                self.settle(task_id, run.committing.take()).await?;
+            if let Intake::Queued { log, run, .. } = &mut intake {
+                self.settle(&log.task_id, run.committing.take()).await?;
             }
             config.task_id = task_id;
             if let Err(err) = self.put_push_config(config, from, &sender.id).await {
                 // The message is queued all the same: run it rather than strand it.
-                if let Intake::Queued { task_id, run, .. } = intake {
-                    self.start(&task_id, run);
+                if let Intake::Queued { log, run, .. } = intake {
+                    self.start(&log.task_id, run);
                 }
                 return Err(err);
             }

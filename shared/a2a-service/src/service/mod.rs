@@ -1,4 +1,5 @@
-//! The 11 methods over the core and the store, each handed to its room.
+//! The 11 methods over the core and the store, each handed to its room (with its caller,
+//! for the methods without a message).
 //!
 //! A message goes through intake (identity, participants, commands, envelopes, A2UI
 //! actions, de-duplication), then into the task's inbox; the runner (see `runner`) turns it
@@ -65,7 +66,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: GetTaskRequest,
     ) -> Result<Task, ServiceError> {
-        self.task_view(ctx, req).await
+        self.task_view(&self.caller(ctx)?, req).await
     }
 
     async fn get_task_json(
@@ -73,7 +74,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: GetTaskRequest,
     ) -> Result<Box<RawValue>, ServiceError> {
-        self.task_json(ctx, req).await
+        self.task_json(&self.caller(ctx)?, req).await
     }
 
     async fn list_tasks(
@@ -81,7 +82,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: ListTasksRequest,
     ) -> Result<ListTasksResponse, ServiceError> {
-        self.task_page(ctx, req).await
+        self.task_page(&self.caller(ctx)?, req).await
     }
 
     async fn cancel_task(
@@ -89,7 +90,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: CancelTaskRequest,
     ) -> Result<Task, ServiceError> {
-        self.cancel(ctx, req).await
+        self.cancel(&self.caller(ctx)?, req).await
     }
 
     async fn subscribe_to_task(
@@ -97,7 +98,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: SubscribeToTaskRequest,
     ) -> Result<EventStream, ServiceError> {
-        self.subscribe(ctx, req).await
+        self.subscribe(&self.caller(ctx)?, req).await
     }
 
     async fn create_push_config(
@@ -105,7 +106,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: TaskPushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, ServiceError> {
-        self.create_config(ctx, req).await
+        self.create_config(&self.caller(ctx)?, req).await
     }
 
     async fn get_push_config(
@@ -113,7 +114,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: GetTaskPushNotificationConfigRequest,
     ) -> Result<TaskPushNotificationConfig, ServiceError> {
-        self.get_config(ctx, req).await
+        self.get_config(&self.caller(ctx)?, req).await
     }
 
     async fn list_push_configs(
@@ -121,7 +122,7 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: ListTaskPushNotificationConfigsRequest,
     ) -> Result<ListTaskPushNotificationConfigsResponse, ServiceError> {
-        self.list_configs(ctx, req).await
+        self.list_configs(&self.caller(ctx)?, req).await
     }
 
     async fn delete_push_config(
@@ -129,14 +130,15 @@ impl A2aApi for Service {
         ctx: &RequestContext,
         req: DeleteTaskPushNotificationConfigRequest,
     ) -> Result<(), ServiceError> {
-        self.delete_config(ctx, req).await
+        self.delete_config(&self.caller(ctx)?, req).await
     }
 
     async fn get_extended_agent_card(
         &self,
         ctx: &RequestContext,
-        req: GetExtendedAgentCardRequest,
+        _req: GetExtendedAgentCardRequest,
     ) -> Result<AgentCard, ServiceError> {
-        self.extended_card(ctx, req)
+        self.caller(ctx)?;
+        self.extended_card()
     }
 }

@@ -19,17 +19,23 @@ pub(super) enum Intake {
         events: Vec<StreamResponse>,
         push_from: Option<u64>,
     },
-    /// Queued for the runner; the answer is in the log from `from_seq` on.
+    /// Queued for the runner; the answer is in the log from `log`.
     Queued {
-        task_id: String,
-        message_id: String,
-        first: Box<Task>,
-        from_seq: u64,
+        log: LogPosition,
         push_from: u64,
         run: Run,
     },
     /// The agent answered a new message directly: no task, nothing stored.
     Direct(Box<Message>),
+}
+
+/// Where a stream picks up a task's event log: the task as first shown, then its events from
+/// `from_seq` on, until one settles the task or answers `message_id` (any, when `None`).
+pub(super) struct LogPosition {
+    pub task_id: String,
+    pub first: Box<Task>,
+    pub from_seq: u64,
+    pub message_id: Option<String>,
 }
 
 /// How a queued message is to be run.

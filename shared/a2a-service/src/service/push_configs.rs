@@ -11,33 +11,29 @@ use task_store::{Conflict, TaskRecord};
 use tracing::warn;
 
 use super::base::Service;
-use crate::api::RequestContext;
 use crate::error::ServiceError;
-use crate::identity;
+use crate::identity::{self, Who};
 use crate::push::check_webhook_url;
 use crate::push::configs;
 
 impl Service {
     pub(super) async fn create_config(
         &self,
-        ctx: &RequestContext,
+        caller: &Who,
         req: TaskPushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, ServiceError> {
-        let caller = self.caller(ctx)?;
-        let stored = self.visible(&req.task_id, &caller).await?;
+        let from_seq = self.visible(&req.task_id, caller).await?.counters.events;
         check_webhook_url(&req.url, &self.webhook_policy()).await?;
-        self.put_push_config(req, stored.counters.events, &caller.id)
-            .await
+        self.put_push_config(req, from_seq, &caller.id).await
     }
 
     pub(super) async fn get_config(
         &self,
-        ctx: &RequestContext,
+        caller: &Who,
         req: GetTaskPushNotificationConfigRequest,
     ) -> Result<TaskPushNotificationConfig, ServiceError> {
-        let caller = self.caller(ctx)?;
         identity::check(IdKind::PushConfig, "id", &req.id)?;
-        self.visible(&req.task_id, &caller).await?;
+        self.visible(&req.task_id, caller).await?;
         let stored = self.store.get_push_config(&req.task_id, &req.id).await?;
         // A2A answers a missing config as a missing task; someone else's is missing to the
         // caller.
@@ -47,11 +43,10 @@ impl Service {
 
     pub(super) async fn list_configs(
         &self,
-        ctx: &RequestContext,
+        caller: &Who,
         req: ListTaskPushNotificationConfigsRequest,
     ) -> Result<ListTaskPushNotificationConfigsResponse, ServiceError> {
-        let caller = self.caller(ctx)?;
-        self.visible(&req.task_id, &caller).await?;
+        self.visible(&req.task_id, caller).await?;
         let stored = self.store.list_push_configs(&req.task_id).await?;
         Ok(ListTaskPushNotificationConfigsResponse {
             configs: configs::those_of(stored, &caller.id),
@@ -61,12 +56,11 @@ impl Service {
 
     pub(super) async fn delete_config(
         &self,
-        ctx: &RequestContext,
+        caller: &Who,
         req: DeleteTaskPushNotificationConfigRequest,
     ) -> Result<(), ServiceError> {
-        let caller = self.caller(ctx)?;
         identity::check(IdKind::PushConfig, "id", &req.id)?;
-        let stored = self.visible(&req.task_id, &caller).await?;
+        let stored = self.visible(&req.task_id, caller).await?;
         // Out of the caller's scope, nothing is deleted and the answer is that of a config
         // already gone.
         let scope = configs::delete_scope(&stored.record.extension, &caller.id);

@@ -2,8 +2,7 @@
 //! card, and the task views every room answers with.
 
 use a2a::{
-    AgentCard, GetExtendedAgentCardRequest, GetTaskRequest, ListTasksRequest, ListTasksResponse,
-    Message, Task, TaskState,
+    AgentCard, GetTaskRequest, ListTasksRequest, ListTasksResponse, Message, Task, TaskState,
 };
 use serde_json::value::RawValue;
 use task_core::ids::IdKind;
@@ -11,9 +10,9 @@ use task_core::policy::Action;
 use task_store::{ListQuery, Newer, StoredTask};
 
 use super::base::Service;
-use crate::api::{RequestContext, render};
+use crate::api::render;
 use crate::error::ServiceError;
-use crate::identity;
+use crate::identity::{self, Who};
 use crate::view;
 use crate::views::View;
 
@@ -23,12 +22,11 @@ const MAX_PAGE_TOKEN_BYTES: usize = 1024;
 impl Service {
     pub(super) async fn task_view(
         &self,
-        ctx: &RequestContext,
+        caller: &Who,
         req: GetTaskRequest,
     ) -> Result<Task, ServiceError> {
-        let caller = self.caller(ctx)?;
         let history = view::history_limit(req.history_length)?;
-        let stored = self.visible(&req.id, &caller).await?;
+        let stored = self.visible(&req.id, caller).await?;
         self.full_view(&stored, history, true).await
     }
 
@@ -36,18 +34,17 @@ impl Service {
     /// it does not change costs a version check, not a read and a rendering.
     pub(super) async fn task_json(
         &self,
-        ctx: &RequestContext,
+        caller: &Who,
         req: GetTaskRequest,
     ) -> Result<Box<RawValue>, ServiceError> {
-        let caller = self.caller(ctx)?;
         identity::check(IdKind::Task, "id", &req.id)?;
         if view::history_limit(req.history_length)?.is_some() {
-            return render(&self.task_view(ctx, req).await?);
+            return render(&self.task_view(caller, req).await?);
         }
         let id = req.id;
         let not_found = || ServiceError::TaskNotFound(id.clone());
         let may_read = |ext: &task_core::extension::TaskExtension| {
-            identity::authorize(ext, &caller, Action::Read).is_ok()
+            identity::authorize(ext, caller, Action::Read).is_ok()
         };
         let stored = match self.views.get(&id) {
             Some(kept) => match self.store.get_newer(&id, kept.version).await? {
@@ -78,10 +75,9 @@ impl Service {
 
     pub(super) async fn task_page(
         &self,
-        ctx: &RequestContext,
+        caller: &Who,
         req: ListTasksRequest,
     ) -> Result<ListTasksResponse, ServiceError> {
-        let caller = self.caller(ctx)?;
         let page_size = match req.page_size {
             None => 50,
             Some(n) if (1..=100).contains(&n) => n as usize,
@@ -117,7 +113,7 @@ impl Service {
         for stored in &page.tasks {
             // The store lists by participant id; the policy decides (a self-asserted caller
             // is not the agent participant it names).
-            if identity::authorize(&stored.record.extension, &caller, Action::Read).is_err() {
+            if identity::authorize(&stored.record.extension, caller, Action::Read).is_err() {
                 continue;
             }
             tasks.push(
@@ -133,12 +129,7 @@ impl Service {
         })
     }
 
-    pub(super) fn extended_card(
-        &self,
-        ctx: &RequestContext,
-        _req: GetExtendedAgentCardRequest,
-    ) -> Result<AgentCard, ServiceError> {
-        self.caller(ctx)?;
+    pub(super) fn extended_card(&self) -> Result<AgentCard, ServiceError> {
         self.config.extended_card.clone().ok_or_else(|| {
             ServiceError::UnsupportedOperation(
                 "this agent offers no extended agent card".to_owned(),
