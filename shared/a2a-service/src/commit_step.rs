@@ -1,7 +1,7 @@
 //! One lifecycle step of a task as a write: the transition applied to the record (state,
 //! sub-state, status message), its status-update event, and the write that commits both,
-//! conditional on the states the transition comes from. Written once for the service's rooms
-//! and the runner.
+//! conditional on the states the transition comes from. Written once for the service's rooms;
+//! a crate-level module so that the runner can take it up too.
 
 use a2a::{Message, StreamResponse, TaskState};
 use chrono::{DateTime, Utc};
@@ -55,5 +55,57 @@ impl Step {
     pub fn create(&self, new: &mut NewTask) {
         new.record = self.record.clone();
         new.events.push(self.event.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use a2a::TaskState;
+    use chrono::Utc;
+    use task_core::extension::{Lifecycle, TaskExtension};
+    use task_core::lifecycle::{self, LifecycleEvent};
+    use task_store::{NewTask, TaskRecord};
+
+    use super::Step;
+    use crate::view;
+
+    fn submitted() -> TaskRecord {
+        TaskRecord {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: view::status(TaskState::Submitted, None, Utc::now()),
+            sub_state: None,
+            extension: TaskExtension::new("n", "g"),
+            agent: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_step_moves_the_record_and_tells_it_in_one_conditional_write() {
+        let record = submitted();
+        let created = NewTask::new(record.clone()).applied();
+        let transition = lifecycle::next(
+            &TaskState::Submitted,
+            None,
+            Lifecycle::Conversation,
+            LifecycleEvent::CommandApplied,
+        )
+        .expect("a command applies to a submitted task");
+        let (to, sub_state, from) = (transition.to.clone(), transition.sub_state, transition.from);
+        let answer = view::agent_message(&record, "done");
+        let step = Step::new(record, transition, Some(answer), Utc::now(), Some("m1"));
+        assert_eq!(step.record.status.state, to);
+        assert_eq!(step.record.sub_state, sub_state);
+        assert_eq!(step.event, view::status_update(&step.record, Some("m1")));
+
+        let update = step.update(&created);
+        assert_eq!(update.allowed_states, from.to_vec());
+        assert_eq!(update.record.as_ref(), Some(&step.record));
+        assert_eq!(update.events, vec![step.event.clone()]);
+
+        let mut new = NewTask::new(submitted());
+        step.create(&mut new);
+        assert_eq!(new.record, step.record);
+        assert_eq!(new.events, vec![step.event]);
     }
 }
