@@ -33,3 +33,43 @@ pub enum ServiceError {
     #[error("rate limit exceeded; retry after {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
 }
+
+/// Store errors a request cannot act on. A conflict a request can act on (a version that
+/// moved, a repeated message id) is matched by the caller before it comes here.
+impl From<task_store::StoreError> for ServiceError {
+    fn from(err: task_store::StoreError) -> Self {
+        use task_store::StoreError;
+        match err {
+            StoreError::TooLarge(text) | StoreError::Invalid(text) => {
+                ServiceError::InvalidParams(text)
+            }
+            StoreError::NotFound(what) => {
+                ServiceError::TaskNotFound(what.trim_start_matches("task ").to_owned())
+            }
+            StoreError::Backend(err) => {
+                tracing::warn!(%err, "storage backend failed");
+                ServiceError::Unavailable
+            }
+            other => internal("store", other),
+        }
+    }
+}
+
+/// The lifecycle's and the envelopes' refusals as A2A errors.
+impl From<task_core::DomainError> for ServiceError {
+    fn from(err: task_core::DomainError) -> Self {
+        use task_core::DomainError;
+        match err {
+            DomainError::TaskTerminal(_) => ServiceError::UnsupportedOperation(err.to_string()),
+            DomainError::NotCancelable(_) => ServiceError::TaskNotCancelable(err.to_string()),
+            DomainError::TransitionNotAllowed { .. } => internal("lifecycle", err),
+            other => ServiceError::InvalidParams(other.to_string()),
+        }
+    }
+}
+
+/// A failure of ours: logged here with its detail, answered as `Internal`.
+fn internal(context: &str, err: impl std::fmt::Display) -> ServiceError {
+    tracing::error!(%err, "{context}");
+    ServiceError::Internal
+}

@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod api;
 pub mod card;
+mod commit_step;
 pub mod config;
 pub mod error;
 pub mod identity;

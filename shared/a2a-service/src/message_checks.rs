@@ -23,6 +23,23 @@ pub fn media_type(part: &Part) -> &str {
     }
 }
 
+/// Whether a message carries anything besides task envelopes (which are applied on arrival
+/// and never shown to the agent): only then is there something for the agent to answer.
+pub fn carries_content(message: &Message) -> bool {
+    message.parts.iter().any(|p| !is_task_envelope(p))
+}
+
+/// Whether a part is a task envelope.
+fn is_task_envelope(part: &Part) -> bool {
+    match (media_type(part), &part.content) {
+        (task_core::TASK_MEDIA_TYPE, _) => true,
+        (task_core::EVENT_MEDIA_TYPE, PartContent::Data(data)) => {
+            data.get("kind").and_then(Value::as_str) == Some("task")
+        }
+        _ => false,
+    }
+}
+
 /// How deeply JSON in a message (data parts, metadata) may nest. Responses wrap what is
 /// stored a few levels deeper, and common JSON parsers stop at 128 levels: a task must stay
 /// readable by every participant.
