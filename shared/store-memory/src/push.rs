@@ -8,62 +8,70 @@ use task_store::{
 };
 
 use crate::MemoryStore;
-use crate::items::TaskItems;
+use crate::items::{Items, TaskItems};
+
+/// Where `config` goes: its task and its id (`Invalid` without an id, `NotFound` without
+/// the task).
+fn target<'a>(
+    items: &'a mut Items,
+    config: &PushConfig,
+) -> StoreResult<(&'a mut TaskItems, String)> {
+    let id = config
+        .id
+        .clone()
+        .ok_or_else(|| StoreError::Invalid("a push config needs an id".to_owned()))?;
+    let task_id = config.task_id.as_str();
+    let task = items
+        .tasks
+        .get_mut(task_id)
+        .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))?;
+    Ok((task, id))
+}
 
 /// Whether `owner` may store a config with id `config_id` on `task`: the id is free or
 /// `owner`'s, and a new config stays under the caps (configs without owner do not count).
 fn check_put(task: &TaskItems, task_id: &str, owner: &str, config_id: &str) -> StoreResult<()> {
     if let Some(existing) = task.push_configs.get(config_id) {
-        return if existing.is_owned_by(owner) {
-            Ok(())
-        } else {
-            Err(Conflict::PushConfigTaken {
-                task_id: task_id.to_owned(),
-                config_id: config_id.to_owned(),
-            }
-            .into())
-        };
+        if existing.is_owned_by(owner) {
+            return Ok(());
+        }
+        let config_id = config_id.to_owned();
+        let task_id = task_id.to_owned();
+        return Err(Conflict::PushConfigTaken { task_id, config_id }.into());
     }
-    let owners = task
+    let owners: Vec<&str> = task
         .push_configs
         .values()
-        .filter_map(|c| c.owner.as_deref());
-    let (mine, all) = owners.fold((0, 0), |(mine, all), o| {
-        (mine + usize::from(o == owner), all + 1)
-    });
-    let over = |per_participant, max| {
-        Err(Conflict::TooManyPushConfigs {
+        .filter_map(|c| c.owner.as_deref())
+        .collect();
+    let mine = owners.iter().filter(|o| **o == owner).count();
+    let cap = if mine >= MAX_PUSH_CONFIGS_PER_PARTICIPANT {
+        Some((true, MAX_PUSH_CONFIGS_PER_PARTICIPANT))
+    } else if owners.len() >= MAX_PUSH_CONFIGS_PER_TASK {
+        Some((false, MAX_PUSH_CONFIGS_PER_TASK))
+    } else {
+        None
+    };
+    match cap {
+        None => Ok(()),
+        Some((per_participant, max)) => Err(Conflict::TooManyPushConfigs {
             task_id: task_id.to_owned(),
             per_participant,
             max,
         }
-        .into())
-    };
-    if mine >= MAX_PUSH_CONFIGS_PER_PARTICIPANT {
-        return over(true, MAX_PUSH_CONFIGS_PER_PARTICIPANT);
+        .into()),
     }
-    if all >= MAX_PUSH_CONFIGS_PER_TASK {
-        return over(false, MAX_PUSH_CONFIGS_PER_TASK);
-    }
-    Ok(())
 }
 
 #[async_trait]
 impl PushConfigStore for MemoryStore {
     async fn put_push_config(&self, owner: &str, config: PushConfig) -> StoreResult<PushConfig> {
-        let id = config
-            .id
-            .clone()
-            .ok_or_else(|| StoreError::Invalid("a push config needs an id".to_owned()))?;
         let mut items = self.lock()?;
-        let task_id = config.task_id.as_str();
-        let task = items
-            .tasks
-            .get_mut(task_id)
-            .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))?;
-        check_put(task, task_id, owner, &id)?;
+        let (task, id) = target(&mut items, &config)?;
+        check_put(task, &config.task_id, owner, &id)?;
+        let owner = Some(owner.to_owned());
         let stored = StoredPushConfig {
-            owner: Some(owner.to_owned()),
+            owner,
             config: config.clone(),
         };
         task.push_configs.insert(id, stored);
@@ -123,21 +131,11 @@ impl MemoryStore {
     /// (`task_store::contract::a_config_without_owner_is_nobodys`). `NotFound` if there is
     /// no such task.
     pub fn put_ownerless_push_config(&self, config: PushConfig) -> StoreResult<()> {
-        let id = config
-            .id
-            .clone()
-            .ok_or_else(|| StoreError::Invalid("a push config needs an id".to_owned()))?;
         let mut items = self.lock()?;
-        let task_id = config.task_id.as_str();
-        let task = items
-            .tasks
-            .get_mut(task_id)
-            .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))?;
-        let stored = StoredPushConfig {
-            owner: None,
-            config,
-        };
-        task.push_configs.insert(id, stored);
+        let (task, id) = target(&mut items, &config)?;
+        let owner = None;
+        task.push_configs
+            .insert(id, StoredPushConfig { owner, config });
         Ok(())
     }
 }
