@@ -15,7 +15,7 @@ use a2a_service::subtasks::{NOTE_KEY, Note};
 use a2a_service::{A2aApi, EchoAgent, RequestContext, Service, ServiceConfig};
 use chrono::Utc;
 use serde_json::{Value, json};
-use store_embedded::EmbeddedStore;
+use store_memory::MemoryStore;
 use task_core::extension::{
     Lifecycle, Participant, ParticipantKind, Role as TaskRole, SubState, TaskExtension, TaskRef,
 };
@@ -26,22 +26,15 @@ const AGENT: &str = "tiny-harness";
 struct Fixture {
     service: Service,
     store: Arc<dyn Store>,
-    _dir: tempfile::TempDir,
 }
 
 fn fixture() -> Fixture {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
-    let store: Arc<dyn Store> =
-        Arc::new(EmbeddedStore::open(dir.path().join("tasks.redb")).expect("open"));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let mut config = ServiceConfig::local("http://127.0.0.1:8080");
     config.poll_interval = Duration::from_millis(10);
     config.blocking_timeout = Duration::from_secs(10);
     let service = Service::new(store.clone(), config, Arc::new(EchoAgent), None);
-    Fixture {
-        service,
-        store,
-        _dir: dir,
-    }
+    Fixture { service, store }
 }
 
 fn as_participant(id: &str) -> RequestContext {

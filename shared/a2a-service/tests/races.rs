@@ -15,28 +15,25 @@ use a2a_service::{
 };
 use async_trait::async_trait;
 use serde_json::json;
-use store_embedded::EmbeddedStore;
+use store_memory::MemoryStore;
 use task_store::{Store, StoreError};
 
-fn service() -> (Arc<Service>, Arc<dyn Store>, tempfile::TempDir) {
+fn service() -> (Arc<Service>, Arc<dyn Store>) {
     service_with(Arc::new(EchoAgent), |_| {})
 }
 
-/// A service over a fresh embedded store, with `agent` and the config as `configure` leaves it.
+/// A service over a fresh memory store, with `agent` and the config as `configure` leaves it.
 fn service_with(
     agent: Arc<dyn Agent>,
     configure: impl FnOnce(&mut ServiceConfig),
-) -> (Arc<Service>, Arc<dyn Store>, tempfile::TempDir) {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
-    let store: Arc<dyn Store> =
-        Arc::new(EmbeddedStore::open(dir.path().join("tasks.redb")).expect("open"));
+) -> (Arc<Service>, Arc<dyn Store>) {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let mut config = ServiceConfig::local("http://127.0.0.1:8080");
     config.poll_interval = Duration::from_millis(5);
     configure(&mut config);
     (
         Arc::new(Service::new(store.clone(), config, agent, None)),
         store,
-        dir,
     )
 }
 
@@ -58,7 +55,7 @@ fn message(id: &str, task_id: Option<&str>) -> SendMessageRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn of_many_concurrent_cancels_exactly_one_wins() {
-    let (service, store, _dir) = service();
+    let (service, store) = service();
     let SendMessageResponse::Task(task) = service
         .send_message(&RequestContext::default(), message("m-1", None))
         .await
@@ -109,7 +106,7 @@ async fn of_many_concurrent_cancels_exactly_one_wins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cancel_racing_a_running_turn_ends_the_task_and_loses_no_message() {
-    let (service, store, _dir) = service();
+    let (service, store) = service();
     let SendMessageResponse::Task(task) = service
         .send_message(&RequestContext::default(), message("m-1", None))
         .await
@@ -215,7 +212,7 @@ async fn a_turn_longer_than_the_lease_keeps_it_and_runs_once() {
         pause: Duration::from_millis(1500),
         turns: AtomicUsize::new(0),
     });
-    let (service, store, _dir) = service_with(agent.clone(), |config| {
+    let (service, store) = service_with(agent.clone(), |config| {
         config.lease_ttl = Duration::from_millis(400);
     });
     let send = {
@@ -260,7 +257,7 @@ async fn a_turn_longer_than_the_lease_keeps_it_and_runs_once() {
 /// blocking send is answered, the task is free for the next runner (no release still to come).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runs_last_outcome_gives_its_lease_up() {
-    let (service, store, _dir) = service();
+    let (service, store) = service();
     for n in 0..30 {
         let SendMessageResponse::Task(task) = service
             .send_message(&RequestContext::default(), message(&format!("m-{n}"), None))

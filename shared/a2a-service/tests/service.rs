@@ -1,4 +1,4 @@
-//! The service's use cases end to end over the embedded store, with the echo agent.
+//! The service's use cases end to end over the memory store, with the echo agent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
@@ -15,30 +15,23 @@ use a2a::{
 use a2a_service::{A2aApi, EchoAgent, RequestContext, Service, ServiceConfig, ServiceError};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use store_embedded::EmbeddedStore;
+use store_memory::MemoryStore;
 use task_core::{EVENT_MEDIA_TYPE, TASK_MEDIA_TYPE, TASK_METADATA_KEY};
 use task_store::Store;
 
 struct Fixture {
     service: Service,
     store: Arc<dyn Store>,
-    _dir: tempfile::TempDir,
 }
 
 fn fixture_with(configure: impl FnOnce(&mut ServiceConfig)) -> Fixture {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
-    let store: Arc<dyn Store> =
-        Arc::new(EmbeddedStore::open(dir.path().join("tasks.redb")).expect("open"));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let mut config = ServiceConfig::local("http://127.0.0.1:8080");
     config.poll_interval = Duration::from_millis(10);
     config.blocking_timeout = Duration::from_secs(10);
     configure(&mut config);
     let service = Service::new(store.clone(), config, Arc::new(EchoAgent), None);
-    Fixture {
-        service,
-        store,
-        _dir: dir,
-    }
+    Fixture { service, store }
 }
 
 fn fixture() -> Fixture {

@@ -1,4 +1,4 @@
-//! The agent port beyond echo, end to end over the embedded store: artifacts stored and
+//! The agent port beyond echo, end to end over the memory store: artifacts stored and
 //! streamed in order (whole and in chunks), an agent that completes, rejects or fails its
 //! task, and a direct Message instead of a task. Driven by the `tck` agent profile (the A2A
 //! TCK's message id scenarios) and by small scripted agents.
@@ -19,31 +19,24 @@ use a2a_service::{
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::json;
-use store_embedded::EmbeddedStore;
+use store_memory::MemoryStore;
 use task_core::extension::TaskRef;
 use task_store::{Change, Store, StoreError, TaskUpdate};
 
 struct Fixture {
     service: Service,
     store: Arc<dyn Store>,
-    _dir: tempfile::TempDir,
 }
 
 fn fixture_with(agent: Arc<dyn Agent>, configure: impl FnOnce(&mut ServiceConfig)) -> Fixture {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
-    let store: Arc<dyn Store> =
-        Arc::new(EmbeddedStore::open(dir.path().join("tasks.redb")).expect("open"));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let mut config = ServiceConfig::local("http://127.0.0.1:8080");
     config.poll_interval = Duration::from_millis(10);
     config.blocking_timeout = Duration::from_secs(10);
     config.default_participant = Some("tck".into());
     configure(&mut config);
     let service = Service::new(store.clone(), config, agent, None);
-    Fixture {
-        service,
-        store,
-        _dir: dir,
-    }
+    Fixture { service, store }
 }
 
 fn tck() -> Fixture {

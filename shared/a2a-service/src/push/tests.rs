@@ -671,15 +671,11 @@ async fn a_name_that_does_not_resolve_is_refused_unless_private_webhooks_are_all
 
 struct Fixture {
     store: Arc<dyn Store>,
-    _dir: tempfile::TempDir,
 }
 
 async fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let store = store_embedded::EmbeddedStore::open(dir.path().join("store.redb")).unwrap();
     Fixture {
-        store: Arc::new(store),
-        _dir: dir,
+        store: Arc::new(store_memory::MemoryStore::new()),
     }
 }
 
@@ -1000,9 +996,7 @@ async fn a_config_registered_before_it_is_stored_starts_where_registered() {
 
 #[test]
 fn the_dispatcher_needs_a_runtime() {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> =
-        Arc::new(store_embedded::EmbeddedStore::open(dir.path().join("s.redb")).unwrap());
+    let store: Arc<dyn Store> = Arc::new(store_memory::MemoryStore::new());
     // The sender builds without a runtime; the dispatcher refuses to.
     let sender = Arc::new(PushSender::new(PushOptions::default()).unwrap());
     assert!(PushDispatcher::new(store, sender).is_err());
