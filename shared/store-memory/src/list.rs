@@ -5,7 +5,7 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
-use task_store::{ListQuery, StoreError, StoreResult, TaskPage, TaskRecord};
+use task_store::{ListQuery, StoreError, StoreResult, TaskPage};
 
 use crate::items::Items;
 
@@ -22,7 +22,7 @@ pub(crate) fn list(
     for task in items.tasks.values() {
         let task = task.stored()?;
         let record = &task.record;
-        if record.roles().any(|(p, _)| p == participant_id) && matches(query, record) {
+        if record.roles().any(|(p, _)| p == participant_id) && query.matches(record) {
             let timestamp = record.status_timestamp().unwrap_or_default();
             matching.push(((timestamp, record.id.clone()), task));
         }
@@ -43,17 +43,6 @@ pub(crate) fn list(
         next_page_token,
         total_size,
     })
-}
-
-fn matches(query: &ListQuery, record: &TaskRecord) -> bool {
-    query
-        .context_id
-        .as_ref()
-        .is_none_or(|c| *c == record.context_id)
-        && query.state.as_ref().is_none_or(|s| s == record.state())
-        && query
-            .status_after
-            .is_none_or(|after| record.status.timestamp.is_some_and(|ts| ts >= after))
 }
 
 fn encode_token((timestamp, task_id): &Position) -> String {

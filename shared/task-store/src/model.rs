@@ -260,6 +260,20 @@ pub struct ListQuery {
     pub page_token: Option<String>,
 }
 
+impl ListQuery {
+    /// Whether `record` passes the filters (context, state, status time); every adapter
+    /// applies this one rule, paging aside.
+    pub fn matches(&self, record: &TaskRecord) -> bool {
+        self.context_id
+            .as_ref()
+            .is_none_or(|c| *c == record.context_id)
+            && self.state.as_ref().is_none_or(|s| s == record.state())
+            && self
+                .status_after
+                .is_none_or(|after| record.status.timestamp.is_some_and(|ts| ts >= after))
+    }
+}
+
 /// One page of a participant's tasks, newest status first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskPage {
