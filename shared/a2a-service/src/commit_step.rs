@@ -1,7 +1,7 @@
 //! One lifecycle step of a task as a write: the transition applied to the record (state,
 //! sub-state, status message), its status-update event, and the write that commits both,
-//! conditional on the states the transition comes from. Written once for the service's rooms;
-//! a crate-level module so that the runner can take it up too.
+//! conditional on the states the transition comes from. Written once, for the service's rooms
+//! and the runner.
 
 use a2a::{Message, StreamResponse, TaskState};
 use chrono::{DateTime, Utc};
@@ -44,10 +44,17 @@ impl Step {
     /// from the transition's states only. The caller adds what else goes in the same write.
     pub fn update(&self, stored: &StoredTask) -> TaskUpdate {
         let mut update = TaskUpdate::new(stored.clone());
+        self.write_into(&mut update);
+        update
+    }
+
+    /// Writes this step into an update that already carries other changes (a consumed
+    /// message, artifacts): the record, the event after those already there, and the
+    /// transition's states as the condition.
+    pub fn write_into(&self, update: &mut TaskUpdate) {
         update.allowed_states = self.allowed_states.to_vec();
         update.events.push(self.event.clone());
         update.record = Some(self.record.clone());
-        update
     }
 
     /// Writes this step into a task's creation: the record as created, the event after those

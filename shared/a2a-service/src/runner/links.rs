@@ -9,6 +9,7 @@ use tracing::debug;
 
 use super::handle::{RunEnd, Runner};
 use super::items::{agent_input, audit, consuming, message_text};
+use crate::commit_step::Step;
 use crate::{subtasks, view};
 
 impl Runner {
@@ -105,15 +106,19 @@ impl Runner {
         ) {
             Ok(transition) => {
                 let mut next = record.clone();
+                next.agent.awaiting_participant = None;
                 let text = message_text(&item.message, &item.sender);
                 let mut answer = view::agent_message(record, text);
                 answer.role = a2a::Role::User;
-                next.status = view::status(transition.to, Some(view::bounded(&answer)), Utc::now());
-                next.sub_state = transition.sub_state;
-                next.agent.awaiting_participant = None;
-                update.allowed_states = transition.from.to_vec();
-                update.events = vec![view::status_update(&next, Some(&item.key.message_id))];
-                update.record = Some(next);
+                let answer = Some(view::bounded(&answer));
+                Step::new(
+                    next,
+                    transition,
+                    answer,
+                    Utc::now(),
+                    Some(item.key.message_id.as_str()),
+                )
+                .write_into(&mut update);
             }
             Err(err) => {
                 debug!(task_id = %record.id, error = %err, "the assignee's message came at a state that completes nothing");

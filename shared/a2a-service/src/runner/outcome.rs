@@ -14,6 +14,7 @@ use tracing::warn;
 use super::handle::{MAX_RETRIES, RunEnd, Runner};
 use super::items::{audit, consuming};
 use crate::agents::{AgentReply, ArtifactChunk, TurnEnd};
+use crate::commit_step::Step;
 use crate::view;
 
 impl Runner {
@@ -80,13 +81,16 @@ impl Runner {
         reply: &AgentReply,
         transition: &Transition,
     ) -> Result<TaskUpdate, StoreError> {
-        let now = Utc::now();
         let mut next = current.record.clone();
         let message = status_message(&mut next, reply, &self.inner.config.agent_id);
-        next.status = view::status(transition.to.clone(), Some(view::bounded(&message)), now);
-        next.sub_state = transition.sub_state;
+        let bounded = Some(view::bounded(&message));
+        let mid = Some(item.key.message_id.as_str());
+        let mut step = Step::new(next, transition.clone(), bounded, Utc::now(), mid);
+        if let StreamResponse::StatusUpdate(update) = &mut step.event {
+            // The event carries the whole reply; the task document a bounded copy.
+            update.status.message = Some(message.clone());
+        }
         let mut update = TaskUpdate::new(current.clone());
-        update.allowed_states = transition.from.to_vec();
         update.consume_inbox = vec![item.key.clone()];
         update.history = vec![item.message.clone(), message.clone()];
         update.transcript = reply.transcript.clone();
@@ -95,14 +99,8 @@ impl Runner {
             update.artifacts = merge_artifacts(&stored, &reply.artifacts);
             update.events = artifact_events(&current.record, reply);
         }
-        let mut event = view::status_update(&next, Some(&item.key.message_id));
-        if let StreamResponse::StatusUpdate(update) = &mut event {
-            // The event carries the whole reply; the task document a bounded copy.
-            update.status.message = Some(message);
-        }
-        update.events.push(event);
+        step.write_into(&mut update);
         update.audit = vec![audit(item, Utc::now(), true, "accepted")];
-        update.record = Some(next);
         Ok(update)
     }
 
@@ -125,16 +123,9 @@ impl Runner {
             lifecycle,
             LifecycleEvent::RunFailed,
         ) {
-            let mut next = record.clone();
-            next.status = view::status(
-                transition.to,
-                Some(view::agent_message(record, reason)),
-                Utc::now(),
-            );
-            next.sub_state = None;
-            update.allowed_states = transition.from.to_vec();
-            update.events = vec![view::status_update(&next, Some(&item.key.message_id))];
-            update.record = Some(next);
+            let message = Some(view::agent_message(record, reason));
+            let mid = Some(item.key.message_id.as_str());
+            Step::new(record.clone(), transition, message, Utc::now(), mid).write_into(&mut update);
         }
         self.commit(update).await
     }
