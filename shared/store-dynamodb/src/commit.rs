@@ -1,89 +1,25 @@
-//! Turning a commit's changes into one `TransactWriteItems`: the items in the order that
-//! makes the first failed condition the conflict the port names, each with its [`Guard`].
+//! A commit: its changes turned into one `TransactWriteItems` (the items in the order that
+//! makes the first failed condition the conflict the port names, each with its [`Guard`];
+//! the version condition of an update), and sending it (index writes that do not fit:
+//! `index.rs`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::TransactWriteItem;
 use task_store::{
-    AuditEntry, Change, Committed, Conflict, InboxKey, NewTask, StoreError, StoreResult,
-    TaskCounters, TaskRecord, TaskUpdate,
+    AuditEntry, Change, Committed, Conflict, InboxKey, LeaseStore, NewTask, StoreError,
+    StoreResult, TaskCounters, TaskRecord, TaskUpdate,
     limits::{self, EncodedChange},
 };
 
-use crate::error::{DynamoDbError, Guard};
+use crate::DynamoDbStore;
+use crate::calls::COMMIT_ATTEMPTS;
+use crate::error::{Cancellation, DynamoDbError, Guard, contended_task};
 use crate::index::{self, IndexWrite};
 use crate::items::{self, Item, attr, key, n, s};
 use crate::keys;
-use crate::schema::{MAX_ITEM_BYTES, MAX_TRANSACTION_ITEMS, PK};
-
-/// A condition expression with its placeholders.
-#[derive(Debug, Clone, Default)]
-pub struct Condition {
-    pub expression: String,
-    pub names: HashMap<String, String>,
-    pub values: HashMap<String, AttributeValue>,
-}
-
-impl Condition {
-    pub fn new(expression: impl Into<String>) -> Self {
-        Condition {
-            expression: expression.into(),
-            ..Default::default()
-        }
-    }
-
-    pub fn name(mut self, placeholder: &str, name: &str) -> Self {
-        self.names.insert(placeholder.to_owned(), name.to_owned());
-        self
-    }
-
-    pub fn value(mut self, placeholder: &str, value: AttributeValue) -> Self {
-        self.values.insert(placeholder.to_owned(), value);
-        self
-    }
-
-    pub fn not_exists() -> Self {
-        Condition::new("attribute_not_exists(#pk)").name("#pk", PK)
-    }
-
-    pub fn exists() -> Self {
-        Condition::new("attribute_exists(#pk)").name("#pk", PK)
-    }
-
-    fn values_or_none(&self) -> Option<HashMap<String, AttributeValue>> {
-        (!self.values.is_empty()).then(|| self.values.clone())
-    }
-}
-
-pub fn put(
-    table: &str,
-    item: Item,
-    condition: Option<&Condition>,
-) -> Result<TransactWriteItem, DynamoDbError> {
-    let mut put = Put::builder().table_name(table).set_item(Some(item));
-    if let Some(c) = condition {
-        put = put
-            .condition_expression(&c.expression)
-            .set_expression_attribute_names(Some(c.names.clone()))
-            .set_expression_attribute_values(c.values_or_none());
-    }
-    Ok(TransactWriteItem::builder().put(put.build()?).build())
-}
-
-pub fn delete(
-    table: &str,
-    key: Item,
-    condition: Option<&Condition>,
-) -> Result<TransactWriteItem, DynamoDbError> {
-    let mut delete = Delete::builder().table_name(table).set_key(Some(key));
-    if let Some(c) = condition {
-        delete = delete
-            .condition_expression(&c.expression)
-            .set_expression_attribute_names(Some(c.names.clone()))
-            .set_expression_attribute_values(c.values_or_none());
-    }
-    Ok(TransactWriteItem::builder().delete(delete.build()?).build())
-}
+use crate::schema::{MAX_ITEM_BYTES, MAX_TRANSACTION_ITEMS, PK, SK};
+use crate::txn::{self, Condition, delete, put};
 
 /// A commit ready to send.
 #[derive(Debug, Default)]
@@ -177,7 +113,7 @@ pub fn plan(table: &str, changes: &[Change], inbox_chunks: &InboxChunks) -> Stor
             Change::Update(update) => plan_update(table, &mut plan, update, docs, inbox_chunks)?,
             Change::Enqueue { task_id, item } => {
                 let json = docs.inbox.first().map(String::as_str).unwrap_or_default();
-                let (writes, guards) = crate::inbox::enqueue_writes(table, task_id, item, json)?;
+                let (writes, guards) = txn::enqueue_writes(table, task_id, item, json)?;
                 plan.items.extend(writes);
                 plan.guards.extend(guards);
                 plan.committed.push(Committed {
@@ -425,7 +361,7 @@ fn plan_create(
     let ids: Vec<String> = new.message_ids.iter().cloned().chain(inbox_ids).collect();
     b.message_ids(&ids)?;
     for (item, json) in new.inbox.iter().zip(&docs.inbox) {
-        for chunk in crate::inbox::inbox_chunks(&b.pk, item, json)? {
+        for chunk in items::inbox_chunks(&b.pk, item, json)? {
             let write = put(b.table, chunk, None)?;
             b.push(
                 write,
@@ -445,7 +381,7 @@ fn plan_create(
     if let Some(lease) = &new.lease {
         let write = put(
             b.table,
-            crate::leases::lease_item(lease),
+            items::lease_item(lease),
             Some(&Condition::not_exists()),
         )?;
         // A lease on the id of a task that does not exist yet: the id is taken.
@@ -590,6 +526,86 @@ fn plan_update(
         event_seqs,
     });
     Ok(())
+}
+
+impl DynamoDbStore {
+    /// Sends a commit: its index writes that do not fit before and after, its transaction,
+    /// and the leases it gives up after it.
+    pub(crate) async fn commit_changes(&self, changes: Vec<Change>) -> StoreResult<Vec<Committed>> {
+        if changes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inbox_chunks = self.inbox_chunks(&changes).await?;
+        let mut plan = plan(&self.table, &changes, &inbox_chunks)?;
+        plan.fit(&self.table)?;
+        if !plan.before.is_empty() {
+            // Before anything of the commit is applied: a failure here fails it whole.
+            self.write_index_before(std::mem::take(&mut plan.before))
+                .await?;
+        }
+        let outcome = self
+            .transact(
+                std::mem::take(&mut plan.items),
+                &plan.guards,
+                COMMIT_ATTEMPTS,
+            )
+            .await?;
+        match outcome {
+            Ok(()) => {}
+            Err(Cancellation::Conflict(conflict)) => return Err(conflict.into()),
+            // A queued message's task is missing or terminal (`Change::Enqueue`).
+            Err(Cancellation::NotFound(task_id)) => return Err(self.closed_task(&task_id).await?),
+            Err(Cancellation::Contention) => {
+                // Still in another transaction after the retries: it changed (the caller re-reads).
+                let task = contended_task(&plan.guards).unwrap_or_else(|| changes[0].task_id());
+                return Err(Conflict::TaskChanged(task.to_owned()).into());
+            }
+            Err(other) => {
+                return Err(DynamoDbError::Cancelled {
+                    operation: "TransactWriteItems",
+                    reasons: format!("{other:?}"),
+                }
+                .into());
+            }
+        }
+        if !plan.after.is_empty() {
+            self.write_index_after(std::mem::take(&mut plan.after))
+                .await;
+        }
+        // A lease cannot be given up conditionally inside the transaction (a lease another
+        // runner took would cancel it): it is given up right after.
+        for lease in changes.iter().filter_map(|c| match c {
+            Change::Update(update) => update.release.as_ref(),
+            _ => None,
+        }) {
+            match self.release(lease).await {
+                Ok(()) | Err(StoreError::Conflict(Conflict::LeaseLost(_))) => {}
+                Err(err) => {
+                    tracing::warn!(task_id = %lease.task_id, error = %err, "a lease was not given up after its run's last write; it will expire");
+                }
+            }
+        }
+        Ok(plan.committed)
+    }
+
+    /// How many chunks each inbox item the commit consumes has (read from their chunk 0).
+    async fn inbox_chunks(&self, changes: &[Change]) -> StoreResult<InboxChunks> {
+        let heads = consumed_inbox_heads(changes)?;
+        let mut chunks = InboxChunks::new();
+        if heads.is_empty() {
+            return Ok(chunks);
+        }
+        let names: &[(&str, &str)] = &[("#pk", PK), ("#sk", SK), ("#chunks", attr::CHUNKS)];
+        for item in self
+            .batch_get(heads, Some(("#pk, #sk, #chunks", names)))
+            .await?
+        {
+            let pk = items::get_s(&item, PK)?.to_owned();
+            let sk = items::get_s(&item, SK)?.to_owned();
+            chunks.insert((pk, sk), items::get_n(&item, attr::CHUNKS)?);
+        }
+        Ok(chunks)
+    }
 }
 
 #[cfg(test)]

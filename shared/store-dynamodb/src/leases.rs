@@ -8,14 +8,12 @@ use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, ReturnValuesOnConditionChe
 use chrono::{DateTime, Duration, Utc};
 use task_store::{Conflict, Lease, LeaseStore, StoreError, StoreResult};
 
+use crate::DynamoDbStore;
+use crate::calls::Kind;
 use crate::error::DynamoDbError;
-use crate::items::{self, Item, attr, key, n, s};
+use crate::items::{self, Item, attr, n, s};
 use crate::keys;
-use crate::schema::{GSI2, GSI2_PK, GSI2_SK, LEASE_PARTITION, PK, TTL};
-use crate::{DynamoDbStore, Kind};
-
-/// How long an expired lease stays for the sweeper before DynamoDB's TTL may delete it.
-pub const LEASE_RETENTION: Duration = Duration::days(7);
+use crate::schema::{GSI2, GSI2_PK, GSI2_SK, LEASE_PARTITION, PK};
 
 /// `now + ttl`, at the millisecond precision the lease item keeps.
 fn expiry(now: DateTime<Utc>, ttl: Duration) -> StoreResult<(DateTime<Utc>, u64)> {
@@ -28,36 +26,6 @@ fn expiry(now: DateTime<Utc>, ttl: Duration) -> StoreResult<(DateTime<Utc>, u64)
         .and_then(DateTime::from_timestamp_millis)
         .unwrap_or(at);
     Ok((at, millis))
-}
-
-fn lease_key(task_id: &str) -> Item {
-    key(keys::task_pk(task_id), keys::LEASE_SK)
-}
-
-/// The attributes of a lease expiring at `millis`: expiry, GSI2 keys, TTL.
-fn expiry_attributes(
-    task_id: &str,
-    millis: u64,
-) -> [(&'static str, aws_sdk_dynamodb::types::AttributeValue); 4] {
-    let ttl_seconds = millis / 1000 + LEASE_RETENTION.num_seconds().unsigned_abs();
-    [
-        (attr::EXPIRES_AT, n(millis)),
-        (GSI2_PK, s(LEASE_PARTITION)),
-        (GSI2_SK, s(keys::lease_index_sk(millis, task_id))),
-        (TTL, n(ttl_seconds)),
-    ]
-}
-
-/// The lease item of a held lease.
-pub(crate) fn lease_item(lease: &Lease) -> Item {
-    let millis = keys::epoch_millis(lease.expires_at);
-    let mut item = lease_key(&lease.task_id);
-    item.insert(attr::OWNER.into(), s(lease.owner.clone()));
-    item.insert(attr::TOKEN.into(), s(lease.token.clone()));
-    for (name, value) in expiry_attributes(&lease.task_id, millis) {
-        item.insert(name.into(), value);
-    }
-    item
 }
 
 fn millis_to_time(item: &Item) -> Result<DateTime<Utc>, DynamoDbError> {
@@ -84,7 +52,7 @@ impl LeaseStore for DynamoDbStore {
             token: token.clone(),
             expires_at,
         };
-        let item = lease_item(&lease);
+        let item = items::lease_item(&lease);
         let put = self
             .client
             .put_item()
@@ -113,7 +81,7 @@ impl LeaseStore for DynamoDbStore {
             let holder = match e.item() {
                 Some(item) => Some(item.clone()),
                 // No item returned (an emulator may not): read the holder.
-                None => self.get_item(lease_key(task_id)).await?,
+                None => self.get_item(items::lease_key(task_id)).await?,
             };
             match holder {
                 // Our own write, which landed before an SDK retry repeated it.
@@ -146,7 +114,7 @@ impl LeaseStore for DynamoDbStore {
             .client
             .update_item()
             .table_name(&*self.table)
-            .set_key(Some(lease_key(&lease.task_id)))
+            .set_key(Some(items::lease_key(&lease.task_id)))
             .update_expression(
                 "SET #expires = :expires, #gsi2pk = :gsi2pk, #gsi2sk = :gsi2sk, #ttl = :ttl",
             )
@@ -157,12 +125,14 @@ impl LeaseStore for DynamoDbStore {
             .expression_attribute_values(":token", s(lease.token.clone()))
             .return_consumed_capacity(ReturnConsumedCapacity::Total);
         for ((name, value), (name_placeholder, value_placeholder)) in
-            expiry_attributes(&lease.task_id, millis).into_iter().zip([
-                ("#expires", ":expires"),
-                ("#gsi2pk", ":gsi2pk"),
-                ("#gsi2sk", ":gsi2sk"),
-                ("#ttl", ":ttl"),
-            ])
+            items::expiry_attributes(&lease.task_id, millis)
+                .into_iter()
+                .zip([
+                    ("#expires", ":expires"),
+                    ("#gsi2pk", ":gsi2pk"),
+                    ("#gsi2sk", ":gsi2sk"),
+                    ("#ttl", ":ttl"),
+                ])
         {
             update = update
                 .expression_attribute_names(name_placeholder, name)
@@ -190,7 +160,7 @@ impl LeaseStore for DynamoDbStore {
             .client
             .delete_item()
             .table_name(&*self.table)
-            .set_key(Some(lease_key(&lease.task_id)))
+            .set_key(Some(items::lease_key(&lease.task_id)))
             .condition_expression("#owner = :owner AND #token = :token")
             .expression_attribute_names("#owner", attr::OWNER)
             .expression_attribute_names("#token", attr::TOKEN)
@@ -264,7 +234,7 @@ mod tests {
         let (at, millis) = expiry(now, Duration::seconds(30)).unwrap();
         assert_eq!(millis, 1_790_000_030_123);
         assert_eq!(at, Utc.timestamp_opt(1_790_000_030, 123_000_000).unwrap());
-        let [(_, expires), _, (_, gsi2sk), (_, ttl)] = expiry_attributes("t-1", millis);
+        let [(_, expires), _, (_, gsi2sk), (_, ttl)] = items::expiry_attributes("t-1", millis);
         assert_eq!(expires, n(1_790_000_030_123u64));
         assert_eq!(gsi2sk, s("00000001790000030123#t-1"));
         assert_eq!(ttl, n(1_790_000_030u64 + 7 * 86_400));
