@@ -1,4 +1,7 @@
 //! `LeaseStore`: one conditional single-item write per operation; GSI2 lists expired leases.
+//!
+//! Expiry follows [`Lease::expired`] (`expires_at <= now`), the rule of every adapter, in
+//! exactly two places: [`TAKE_CONDITION`] (acquire) and [`EXPIRED_KEY_CONDITION`] (the sweep).
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
@@ -14,6 +17,14 @@ use crate::error::DynamoDbError;
 use crate::items::{self, Item, attr, n, s};
 use crate::keys;
 use crate::schema::{GSI2, GSI2_PK, GSI2_SK, LEASE_PARTITION, PK};
+
+/// When `acquire` may put its lease item: no lease, or one that expired at `:now`
+/// ([`Lease::expired`]: `expires_at <= now`, both in epoch milliseconds).
+const TAKE_CONDITION: &str = "attribute_not_exists(#pk) OR #expires <= :now";
+
+/// Which GSI2 keys `expired_leases` lists: those below [`keys::lease_index_bound`] of `:now`,
+/// which are the leases expiring at or before `now` ([`Lease::expired`]).
+const EXPIRED_KEY_CONDITION: &str = "#gpk = :lease AND #gsk < :bound";
 
 /// `now + ttl`, at the millisecond precision the lease item keeps.
 fn expiry(now: DateTime<Utc>, ttl: Duration) -> StoreResult<(DateTime<Utc>, u64)> {
@@ -58,7 +69,7 @@ impl LeaseStore for DynamoDbStore {
             .put_item()
             .table_name(&*self.table)
             .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#pk) OR #expires <= :now")
+            .condition_expression(TAKE_CONDITION)
             .expression_attribute_names("#pk", PK)
             .expression_attribute_names("#expires", attr::EXPIRES_AT)
             .expression_attribute_values(":now", n(keys::epoch_millis(now)))
@@ -190,12 +201,12 @@ impl LeaseStore for DynamoDbStore {
         let query = self
             .query()
             .index_name(GSI2)
-            .key_condition_expression("#gpk = :lease AND #gsk < :now")
+            .key_condition_expression(EXPIRED_KEY_CONDITION)
             .expression_attribute_names("#gpk", GSI2_PK)
             .expression_attribute_names("#gsk", GSI2_SK)
             .expression_attribute_values(":lease", s(LEASE_PARTITION))
             .expression_attribute_values(
-                ":now",
+                ":bound",
                 s(keys::lease_index_bound(keys::epoch_millis(now))),
             )
             .limit(i32::try_from(limit).unwrap_or(i32::MAX).min(1000));
@@ -238,5 +249,34 @@ mod tests {
         assert_eq!(expires, n(1_790_000_030_123u64));
         assert_eq!(gsi2sk, s("00000001790000030123#t-1"));
         assert_eq!(ttl, n(1_790_000_030u64 + 7 * 86_400));
+    }
+
+    /// The condition of `acquire` and the key bound of `expired_leases` agree with
+    /// `Lease::expired` at the boundary, for `now` on and between whole milliseconds.
+    #[test]
+    fn acquire_and_sweep_apply_lease_expired() {
+        assert!(TAKE_CONDITION.ends_with("#expires <= :now"));
+        assert!(EXPIRED_KEY_CONDITION.ends_with("#gsk < :bound"));
+        let base = Utc.timestamp_opt(1_790_000_000, 0).unwrap();
+        for now_nanos in [0, 1, 999_999] {
+            let now = base + Duration::nanoseconds(now_nanos);
+            for offset in [-2, -1, 0, 1, 2] {
+                let (expires_at, millis) = expiry(base, Duration::milliseconds(offset)).unwrap();
+                let expired = Lease::expired(expires_at, now);
+                assert_eq!(
+                    expired,
+                    offset <= 0,
+                    "offset {offset} ms, now +{now_nanos} ns"
+                );
+                // `#expires <= :now`, with the values `acquire` binds.
+                let takeable = millis <= keys::epoch_millis(now);
+                assert_eq!(takeable, expired, "acquire at offset {offset} ms");
+                // `#gsk < :bound`, with the key the lease item carries.
+                let (_, gsi2sk) = items::expiry_attributes("t-1", millis)[2].clone();
+                let listed = gsi2sk.as_s().unwrap().as_str()
+                    < keys::lease_index_bound(keys::epoch_millis(now)).as_str();
+                assert_eq!(listed, expired, "sweep at offset {offset} ms");
+            }
+        }
     }
 }
