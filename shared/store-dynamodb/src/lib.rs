@@ -17,6 +17,7 @@ pub mod keys;
 mod leases;
 mod list;
 pub mod open;
+mod plan;
 mod push;
 mod reads;
 pub mod schema;
