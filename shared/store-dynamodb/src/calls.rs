@@ -139,15 +139,21 @@ impl DynamoDbStore {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
     }
 
-    /// A query of one task's items whose sort key starts with `prefix`.
-    pub(crate) fn prefix_query(&self, task_id: &str, prefix: &str) -> QueryFluentBuilder {
+    /// A strongly consistent query of one task's items whose sort key (`#sk`) meets
+    /// `sort_key_condition`; its values are the caller's to bind.
+    pub(crate) fn task_query(&self, task_id: &str, sort_key_condition: &str) -> QueryFluentBuilder {
         self.query()
-            .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+            .key_condition_expression(format!("#pk = :pk AND {sort_key_condition}"))
             .expression_attribute_names("#pk", PK)
             .expression_attribute_names("#sk", SK)
             .expression_attribute_values(":pk", s(keys::task_pk(task_id)))
-            .expression_attribute_values(":prefix", s(prefix))
             .consistent_read(true)
+    }
+
+    /// A query of one task's items whose sort key starts with `prefix`.
+    pub(crate) fn prefix_query(&self, task_id: &str, prefix: &str) -> QueryFluentBuilder {
+        self.task_query(task_id, "begins_with(#sk, :prefix)")
+            .expression_attribute_values(":prefix", s(prefix))
     }
 
     pub(crate) async fn query_page(&self, query: QueryFluentBuilder) -> StoreResult<QueryOutput> {

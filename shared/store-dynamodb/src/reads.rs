@@ -4,6 +4,7 @@
 use std::future::Future;
 
 use a2a::{Artifact, Message};
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use task_store::{AuditEntry, StoreResult, StoredEvent, StoredTask};
 
 use crate::DynamoDbStore;
@@ -11,7 +12,6 @@ use crate::calls::backoff;
 use crate::error::DynamoDbError;
 use crate::items::{self, Incomplete, attr, key, s};
 use crate::keys;
-use crate::schema::{PK, SK};
 
 /// Reads of chunked documents that met a partly visible transaction are repeated this
 /// often before the data is called corrupt.
@@ -60,6 +60,47 @@ fn parse_doc<T: serde::de::DeserializeOwned>(
 }
 
 impl DynamoDbStore {
+    /// A query of one task's documents under `prefix` numbered `first..=last`.
+    fn numbered_query(
+        &self,
+        task_id: &str,
+        prefix: &str,
+        first: u64,
+        last: u64,
+    ) -> QueryFluentBuilder {
+        let (low, high) = keys::numbered_range(prefix, first, last);
+        self.task_query(task_id, "#sk BETWEEN :low AND :high")
+            .expression_attribute_values(":low", s(low))
+            .expression_attribute_values(":high", s(high))
+    }
+
+    /// The documents under `prefix` that `query` finds, whole, numbered from `from` on
+    /// without a hole.
+    async fn numbered_docs(
+        &self,
+        what: &str,
+        task_id: &str,
+        prefix: &str,
+        query: QueryFluentBuilder,
+        from: u64,
+    ) -> StoreResult<Vec<(u64, String)>> {
+        whole(what, task_id, || async {
+            let chunks = self
+                .query_all(query.clone())
+                .await?
+                .iter()
+                .map(|item| items::parse_chunk(prefix, item))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(items::assemble(chunks).and_then(|docs| {
+                if docs.first().is_some_and(|(n, _)| *n != from) {
+                    return Err(Incomplete(from));
+                }
+                contiguous(&docs).map(|()| docs)
+            }))
+        })
+        .await
+    }
+
     pub(crate) async fn get_task(&self, task_id: &str) -> StoreResult<Option<StoredTask>> {
         let Some(item) = self
             .get_item(key(keys::task_pk(task_id), keys::TASK_SK))
@@ -80,32 +121,10 @@ impl DynamoDbStore {
             return Ok(Vec::new());
         }
         let last = from_seq.saturating_add(limit as u64 - 1);
-        let (low, high) = keys::numbered_range(keys::EVENT_PREFIX, from_seq, last);
-        let query = self
-            .query()
-            .key_condition_expression("#pk = :pk AND #sk BETWEEN :low AND :high")
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_names("#sk", SK)
-            .expression_attribute_values(":pk", s(keys::task_pk(task_id)))
-            .expression_attribute_values(":low", s(low))
-            .expression_attribute_values(":high", s(high))
-            .consistent_read(true);
-        let docs = whole("event", task_id, || async {
-            let chunks = self
-                .query_all(query.clone())
-                .await?
-                .iter()
-                .map(|item| items::parse_chunk(keys::EVENT_PREFIX, item))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(items::assemble(chunks).and_then(|docs| {
-                match docs.first() {
-                    Some((first, _)) if *first != from_seq => return Err(Incomplete(from_seq)),
-                    _ => {}
-                }
-                contiguous(&docs).map(|()| docs)
-            }))
-        })
-        .await?;
+        let query = self.numbered_query(task_id, keys::EVENT_PREFIX, from_seq, last);
+        let docs = self
+            .numbered_docs("event", task_id, keys::EVENT_PREFIX, query, from_seq)
+            .await?;
         docs.into_iter()
             .map(|(seq, json)| {
                 Ok(StoredEvent {
@@ -125,21 +144,8 @@ impl DynamoDbStore {
             Some(0) => return Ok(Vec::new()),
             None => {
                 let query = self.prefix_query(task_id, keys::HISTORY_PREFIX);
-                whole("history message", task_id, || async {
-                    let chunks = self
-                        .query_all(query.clone())
-                        .await?
-                        .iter()
-                        .map(|item| items::parse_chunk(keys::HISTORY_PREFIX, item))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    Ok(items::assemble(chunks).and_then(|docs| {
-                        if docs.first().is_some_and(|(n, _)| *n != 0) {
-                            return Err(Incomplete(0));
-                        }
-                        contiguous(&docs).map(|()| docs)
-                    }))
-                })
-                .await?
+                self.numbered_docs("history message", task_id, keys::HISTORY_PREFIX, query, 0)
+                    .await?
             }
             Some(newest) => {
                 // Newest first, until a message beyond the newest `newest` shows up.
@@ -191,31 +197,16 @@ impl DynamoDbStore {
         task_id: &str,
         from: u64,
     ) -> StoreResult<Vec<serde_json::Value>> {
-        let (low, high) = keys::numbered_range(keys::TRANSCRIPT_PREFIX, from, u64::MAX);
-        let query = self
-            .query()
-            .key_condition_expression("#pk = :pk AND #sk BETWEEN :low AND :high")
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_names("#sk", SK)
-            .expression_attribute_values(":pk", s(keys::task_pk(task_id)))
-            .expression_attribute_values(":low", s(low))
-            .expression_attribute_values(":high", s(high))
-            .consistent_read(true);
-        let docs = whole("transcript entry", task_id, || async {
-            let chunks = self
-                .query_all(query.clone())
-                .await?
-                .iter()
-                .map(|item| items::parse_chunk(keys::TRANSCRIPT_PREFIX, item))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(items::assemble(chunks).and_then(|docs| {
-                if docs.first().is_some_and(|(n, _)| *n != from) {
-                    return Err(Incomplete(from));
-                }
-                contiguous(&docs).map(|()| docs)
-            }))
-        })
-        .await?;
+        let query = self.numbered_query(task_id, keys::TRANSCRIPT_PREFIX, from, u64::MAX);
+        let docs = self
+            .numbered_docs(
+                "transcript entry",
+                task_id,
+                keys::TRANSCRIPT_PREFIX,
+                query,
+                from,
+            )
+            .await?;
         docs.iter()
             .map(|(n, json)| parse_doc(task_id, "transcript entry", *n, json))
             .collect()
