@@ -266,37 +266,6 @@ pub fn parse_chunk(prefix: &str, item: &Item) -> Result<Chunk, DynamoDbError> {
     })
 }
 
-/// How long an expired lease stays for the sweeper before DynamoDB's TTL may delete it.
-pub const LEASE_RETENTION: Duration = Duration::days(7);
-
-/// The key of a task's lease item.
-pub fn lease_key(task_id: &str) -> Item {
-    key(keys::task_pk(task_id), keys::LEASE_SK)
-}
-
-/// The attributes of a lease expiring at `millis`: expiry, GSI2 keys, TTL.
-pub fn expiry_attributes(task_id: &str, millis: u64) -> [(&'static str, AttributeValue); 4] {
-    let ttl_seconds = millis / 1000 + LEASE_RETENTION.num_seconds().unsigned_abs();
-    [
-        (attr::EXPIRES_AT, n(millis)),
-        (GSI2_PK, s(LEASE_PARTITION)),
-        (GSI2_SK, s(keys::lease_index_sk(millis, task_id))),
-        (TTL, n(ttl_seconds)),
-    ]
-}
-
-/// The lease item of a held lease.
-pub fn lease_item(lease: &Lease) -> Item {
-    let millis = keys::epoch_millis(lease.expires_at);
-    let mut item = lease_key(&lease.task_id);
-    item.insert(attr::OWNER.into(), s(lease.owner.clone()));
-    item.insert(attr::TOKEN.into(), s(lease.token.clone()));
-    for (name, value) in expiry_attributes(&lease.task_id, millis) {
-        item.insert(name.into(), value);
-    }
-    item
-}
-
 /// A document some of whose chunks were not (yet) visible: a transaction in flight seen
 /// by a query (queries are read-committed per item, not per transaction).
 #[derive(Debug, PartialEq, Eq)]
@@ -345,6 +314,37 @@ pub fn assemble(chunks: Vec<Chunk>) -> Result<Vec<(u64, String)>, Incomplete> {
         docs.push((head.n, head.text));
     }
     Ok(docs)
+}
+
+/// How long an expired lease stays for the sweeper before DynamoDB's TTL may delete it.
+pub const LEASE_RETENTION: Duration = Duration::days(7);
+
+/// The key of a task's lease item.
+pub fn lease_key(task_id: &str) -> Item {
+    key(keys::task_pk(task_id), keys::LEASE_SK)
+}
+
+/// The attributes of a lease expiring at `millis`: expiry, GSI2 keys, TTL.
+pub fn expiry_attributes(task_id: &str, millis: u64) -> [(&'static str, AttributeValue); 4] {
+    let ttl_seconds = millis / 1000 + LEASE_RETENTION.num_seconds().unsigned_abs();
+    [
+        (attr::EXPIRES_AT, n(millis)),
+        (GSI2_PK, s(LEASE_PARTITION)),
+        (GSI2_SK, s(keys::lease_index_sk(millis, task_id))),
+        (TTL, n(ttl_seconds)),
+    ]
+}
+
+/// The lease item of a held lease.
+pub fn lease_item(lease: &Lease) -> Item {
+    let millis = keys::epoch_millis(lease.expires_at);
+    let mut item = lease_key(&lease.task_id);
+    item.insert(attr::OWNER.into(), s(lease.owner.clone()));
+    item.insert(attr::TOKEN.into(), s(lease.token.clone()));
+    for (name, value) in expiry_attributes(&lease.task_id, millis) {
+        item.insert(name.into(), value);
+    }
+    item
 }
 
 #[cfg(test)]
