@@ -1,141 +1,24 @@
-//! Turning a commit's changes into one `TransactWriteItems`: the items in the order that
-//! makes the first failed condition the conflict the port names, each with its [`Guard`].
+//! A commit: its changes turned into one `TransactWriteItems` (the items in the order that
+//! makes the first failed condition the conflict the port names, each with its [`Guard`];
+//! the version condition of an update), and sending it (index writes that do not fit:
+//! `index.rs`). The transaction being built and the writes of one task: `plan.rs`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use task_store::{
-    AuditEntry, Change, Committed, Conflict, InboxKey, NewTask, StoreError, StoreResult,
-    TaskCounters, TaskRecord, TaskUpdate,
+    Change, Committed, Conflict, InboxKey, LeaseStore, NewTask, StoreError, StoreResult,
+    TaskCounters, TaskUpdate,
     limits::{self, EncodedChange},
 };
 
-use crate::error::{DynamoDbError, Guard};
-use crate::index::{self, IndexWrite};
+use crate::DynamoDbStore;
+use crate::calls::COMMIT_ATTEMPTS;
+use crate::error::{Cancellation, DynamoDbError, Guard, contended_task};
 use crate::items::{self, Item, attr, key, n, s};
 use crate::keys;
-use crate::schema::{MAX_ITEM_BYTES, MAX_TRANSACTION_ITEMS, PK};
-
-/// A condition expression with its placeholders.
-#[derive(Debug, Clone, Default)]
-pub struct Condition {
-    pub expression: String,
-    pub names: HashMap<String, String>,
-    pub values: HashMap<String, AttributeValue>,
-}
-
-impl Condition {
-    pub fn new(expression: impl Into<String>) -> Self {
-        Condition {
-            expression: expression.into(),
-            ..Default::default()
-        }
-    }
-
-    pub fn name(mut self, placeholder: &str, name: &str) -> Self {
-        self.names.insert(placeholder.to_owned(), name.to_owned());
-        self
-    }
-
-    pub fn value(mut self, placeholder: &str, value: AttributeValue) -> Self {
-        self.values.insert(placeholder.to_owned(), value);
-        self
-    }
-
-    pub fn not_exists() -> Self {
-        Condition::new("attribute_not_exists(#pk)").name("#pk", PK)
-    }
-
-    pub fn exists() -> Self {
-        Condition::new("attribute_exists(#pk)").name("#pk", PK)
-    }
-
-    fn values_or_none(&self) -> Option<HashMap<String, AttributeValue>> {
-        (!self.values.is_empty()).then(|| self.values.clone())
-    }
-}
-
-pub fn put(
-    table: &str,
-    item: Item,
-    condition: Option<&Condition>,
-) -> Result<TransactWriteItem, DynamoDbError> {
-    let mut put = Put::builder().table_name(table).set_item(Some(item));
-    if let Some(c) = condition {
-        put = put
-            .condition_expression(&c.expression)
-            .set_expression_attribute_names(Some(c.names.clone()))
-            .set_expression_attribute_values(c.values_or_none());
-    }
-    Ok(TransactWriteItem::builder().put(put.build()?).build())
-}
-
-pub fn delete(
-    table: &str,
-    key: Item,
-    condition: Option<&Condition>,
-) -> Result<TransactWriteItem, DynamoDbError> {
-    let mut delete = Delete::builder().table_name(table).set_key(Some(key));
-    if let Some(c) = condition {
-        delete = delete
-            .condition_expression(&c.expression)
-            .set_expression_attribute_names(Some(c.names.clone()))
-            .set_expression_attribute_values(c.values_or_none());
-    }
-    Ok(TransactWriteItem::builder().delete(delete.build()?).build())
-}
-
-/// A commit ready to send.
-#[derive(Debug, Default)]
-pub struct Plan {
-    /// The transaction's items, each with the guard of its condition.
-    pub items: Vec<TransactWriteItem>,
-    pub guards: Vec<Guard>,
-    /// Participant-index writes, until [`Plan::fit`] places them.
-    pub index: Vec<IndexWrite>,
-    /// Index puts that did not fit: written before the transaction.
-    pub before: Vec<IndexWrite>,
-    /// Index deletes that did not fit: written after the transaction.
-    pub after: Vec<IndexWrite>,
-    pub committed: Vec<Committed>,
-}
-
-impl Plan {
-    /// Moves as many index writes into the transaction as fit (deletes first, so that little
-    /// is left for after it); the puts left over go before it, the deletes after it.
-    /// `TooLarge` if even the rest does not fit.
-    pub fn fit(&mut self, table: &str) -> StoreResult<()> {
-        if self.items.len() > MAX_TRANSACTION_ITEMS {
-            return Err(StoreError::TooLarge(format!(
-                "one write would take {} DynamoDB items (documents are stored in chunks of at most {} KiB), \
-                 over the {MAX_TRANSACTION_ITEMS} a transaction may take",
-                self.items.len(),
-                limits::CHUNK_BYTES / 1024
-            )));
-        }
-        let room = MAX_TRANSACTION_ITEMS - self.items.len();
-        let mut inside = std::mem::take(&mut self.index);
-        if inside.len() > room {
-            inside.sort_by_key(IndexWrite::is_put);
-        }
-        let outside = inside.split_off(room.min(inside.len()));
-        for write in inside {
-            self.items.push(write.transact_item(table)?);
-            self.guards.push(Guard::Log {
-                task_id: write.task_id().unwrap_or_default(),
-                creating: false,
-            });
-        }
-        for write in outside {
-            if write.is_put() {
-                self.before.push(write);
-            } else {
-                self.after.push(write);
-            }
-        }
-        Ok(())
-    }
-}
+use crate::plan::{Builder, Plan};
+use crate::schema::{PK, SK};
+use crate::txn::{self, Condition, delete, put};
 
 /// The chunk-0 sort key of a consumed inbox item.
 pub fn inbox_head_sk(key: &InboxKey) -> StoreResult<String> {
@@ -177,7 +60,7 @@ pub fn plan(table: &str, changes: &[Change], inbox_chunks: &InboxChunks) -> Stor
             Change::Update(update) => plan_update(table, &mut plan, update, docs, inbox_chunks)?,
             Change::Enqueue { task_id, item } => {
                 let json = docs.inbox.first().map(String::as_str).unwrap_or_default();
-                let (writes, guards) = crate::inbox::enqueue_writes(table, task_id, item, json)?;
+                let (writes, guards) = txn::enqueue_writes(table, task_id, item, json)?;
                 plan.items.extend(writes);
                 plan.guards.extend(guards);
                 plan.committed.push(Committed {
@@ -191,210 +74,6 @@ pub fn plan(table: &str, changes: &[Change], inbox_chunks: &InboxChunks) -> Stor
     Ok(plan)
 }
 
-struct Builder<'a> {
-    table: &'a str,
-    plan: &'a mut Plan,
-    task_id: &'a str,
-    pk: String,
-}
-
-impl Builder<'_> {
-    fn push(&mut self, item: TransactWriteItem, guard: Guard) {
-        self.plan.items.push(item);
-        self.plan.guards.push(guard);
-    }
-
-    fn task_item(&mut self, item: Item, condition: &Condition, guard: Guard) -> StoreResult<()> {
-        let size = items::approximate_size(&item);
-        if size > MAX_ITEM_BYTES {
-            return Err(StoreError::TooLarge(format!(
-                "task {} would be a {} KiB item (document, roles and artifact ids), over DynamoDB's 400 KiB",
-                self.task_id,
-                size / 1024
-            )));
-        }
-        let put = put(self.table, item, Some(condition))?;
-        self.push(put, guard);
-        Ok(())
-    }
-
-    fn message_ids(&mut self, ids: &[String]) -> StoreResult<()> {
-        let mut seen = HashSet::new();
-        for id in ids {
-            if !seen.insert(id.as_str()) {
-                // The second of two equal ids in one write is a repeat of the first.
-                return Err(Conflict::DuplicateMessage {
-                    task_id: self.task_id.to_owned(),
-                    message_id: id.clone(),
-                }
-                .into());
-            }
-            let item = put(
-                self.table,
-                key(&self.pk, keys::message_id_sk(id)),
-                Some(&Condition::not_exists()),
-            )?;
-            self.push(
-                item,
-                Guard::MessageId {
-                    task_id: self.task_id.to_owned(),
-                    message_id: id.clone(),
-                },
-            );
-        }
-        Ok(())
-    }
-
-    /// Events get the next sequence numbers; returns them.
-    fn events(
-        &mut self,
-        first_seq: u64,
-        events: &[String],
-        creating: bool,
-    ) -> StoreResult<Vec<u64>> {
-        let mut seqs = Vec::with_capacity(events.len());
-        for (i, json) in events.iter().enumerate() {
-            let seq = first_seq + i as u64;
-            for item in items::chunk_items(&self.pk, |c| keys::event_sk(seq, c), json, None) {
-                let item = put(self.table, item, Some(&Condition::not_exists()))?;
-                self.push(
-                    item,
-                    Guard::Log {
-                        task_id: self.task_id.to_owned(),
-                        creating,
-                    },
-                );
-            }
-            seqs.push(seq);
-        }
-        Ok(seqs)
-    }
-
-    fn history(&mut self, first: u64, history: &[String], creating: bool) -> StoreResult<()> {
-        self.numbered(first, history, creating, keys::history_sk)
-    }
-
-    fn transcript(&mut self, first: u64, entries: &[String]) -> StoreResult<()> {
-        self.numbered(first, entries, false, keys::transcript_sk)
-    }
-
-    /// Documents numbered from `first` (history messages, transcript entries), chunked.
-    fn numbered(
-        &mut self,
-        first: u64,
-        docs: &[String],
-        creating: bool,
-        sk: fn(u64, usize) -> String,
-    ) -> StoreResult<()> {
-        for (i, json) in docs.iter().enumerate() {
-            let number = first + i as u64;
-            for item in items::chunk_items(&self.pk, |c| sk(number, c), json, None) {
-                let item = put(self.table, item, Some(&Condition::not_exists()))?;
-                self.push(
-                    item,
-                    Guard::Log {
-                        task_id: self.task_id.to_owned(),
-                        creating,
-                    },
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// Artifacts are keyed by the position their id first took in the task's artifact
-    /// list; a replaced one is rewritten in place, its chunks marked with the new version.
-    fn artifacts(
-        &mut self,
-        counters: &mut TaskCounters,
-        artifacts: Vec<(String, String)>,
-        version: u64,
-    ) -> StoreResult<()> {
-        // The last write of an id in one update wins (one transaction cannot write an item twice).
-        let mut latest: Vec<(String, String)> = Vec::new();
-        for (id, json) in artifacts {
-            match latest.iter_mut().find(|(seen, _)| *seen == id) {
-                Some(slot) => slot.1 = json,
-                None => latest.push((id, json)),
-            }
-        }
-        for (id, json) in latest {
-            let position = match counters.artifact_ids.iter().position(|a| *a == id) {
-                Some(p) => p,
-                None => {
-                    counters.artifact_ids.push(id);
-                    counters.artifact_ids.len() - 1
-                }
-            } as u64;
-            for item in items::chunk_items(
-                &self.pk,
-                |c| keys::artifact_sk(position, c),
-                &json,
-                Some(version),
-            ) {
-                let item = put(self.table, item, None)?;
-                self.push(
-                    item,
-                    Guard::Log {
-                        task_id: self.task_id.to_owned(),
-                        creating: false,
-                    },
-                );
-            }
-        }
-        Ok(())
-    }
-
-    fn audit(&mut self, audit: Vec<(AuditEntry, String)>, creating: bool) -> StoreResult<()> {
-        // Keyed by (time, message id): a later entry with both equal replaces the earlier.
-        let mut latest: Vec<(String, String)> = Vec::new();
-        for (entry, json) in audit {
-            let sk = keys::audit_sk(&keys::time(entry.at)?, &entry.message_id);
-            match latest.iter_mut().find(|(seen, _)| *seen == sk) {
-                Some(slot) => slot.1 = json,
-                None => latest.push((sk, json)),
-            }
-        }
-        for (sk, json) in latest {
-            if json.len() > limits::CHUNK_BYTES {
-                return Err(StoreError::TooLarge(format!(
-                    "an audit entry of task {} is {} KiB, over the {} KiB one may take",
-                    self.task_id,
-                    json.len() / 1024,
-                    limits::CHUNK_BYTES / 1024
-                )));
-            }
-            let mut item = key(&self.pk, sk);
-            item.insert(attr::DOC.into(), s(json));
-            let item = put(self.table, item, None)?;
-            self.push(
-                item,
-                Guard::Log {
-                    task_id: self.task_id.to_owned(),
-                    creating,
-                },
-            );
-        }
-        Ok(())
-    }
-
-    fn index_put(
-        &mut self,
-        record: &TaskRecord,
-        participant: &str,
-        version: u64,
-    ) -> StoreResult<()> {
-        let item = index::entry(record, participant, version)?;
-        self.plan.index.push(IndexWrite::Put { item, version });
-        Ok(())
-    }
-
-    fn index_delete(&mut self, participant: &str, version: u64) {
-        let key = key(&self.pk, keys::participant_sk(participant));
-        self.plan.index.push(IndexWrite::Delete { key, version });
-    }
-}
-
 fn plan_create(
     table: &str,
     plan: &mut Plan,
@@ -402,12 +81,7 @@ fn plan_create(
     docs: EncodedChange,
 ) -> StoreResult<()> {
     let task_id = new.record.id.as_str();
-    let mut b = Builder {
-        table,
-        plan,
-        task_id,
-        pk: keys::task_pk(task_id),
-    };
+    let mut b = Builder::new(table, plan, task_id);
     let counters = TaskCounters {
         events: docs.events.len() as u64,
         history: docs.history.len() as u64,
@@ -425,7 +99,7 @@ fn plan_create(
     let ids: Vec<String> = new.message_ids.iter().cloned().chain(inbox_ids).collect();
     b.message_ids(&ids)?;
     for (item, json) in new.inbox.iter().zip(&docs.inbox) {
-        for chunk in crate::inbox::inbox_chunks(&b.pk, item, json)? {
+        for chunk in items::inbox_chunks(&b.pk, item, json)? {
             let write = put(b.table, chunk, None)?;
             b.push(
                 write,
@@ -445,7 +119,7 @@ fn plan_create(
     if let Some(lease) = &new.lease {
         let write = put(
             b.table,
-            crate::leases::lease_item(lease),
+            items::lease_item(lease),
             Some(&Condition::not_exists()),
         )?;
         // A lease on the id of a task that does not exist yet: the id is taken.
@@ -503,12 +177,7 @@ fn plan_update(
     }
     let version = update.base.version + 1;
     let mut counters = update.base.counters.clone();
-    let mut b = Builder {
-        table,
-        plan,
-        task_id,
-        pk: keys::task_pk(task_id),
-    };
+    let mut b = Builder::new(table, plan, task_id);
 
     // The counters are final only after the artifacts took their positions; build those
     // items first, then put the task item in front of them.
@@ -592,13 +261,95 @@ fn plan_update(
     Ok(())
 }
 
+impl DynamoDbStore {
+    /// Sends a commit: its index writes that do not fit before and after, its transaction,
+    /// and the leases it gives up after it.
+    pub(crate) async fn commit_changes(&self, changes: Vec<Change>) -> StoreResult<Vec<Committed>> {
+        if changes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inbox_chunks = self.inbox_chunks(&changes).await?;
+        let mut plan = plan(&self.table, &changes, &inbox_chunks)?;
+        plan.fit(&self.table)?;
+        if !plan.before.is_empty() {
+            // Before anything of the commit is applied: a failure here fails it whole.
+            self.write_index_before(std::mem::take(&mut plan.before))
+                .await?;
+        }
+        let outcome = self
+            .transact(
+                std::mem::take(&mut plan.items),
+                &plan.guards,
+                COMMIT_ATTEMPTS,
+            )
+            .await?;
+        match outcome {
+            Ok(()) => {}
+            Err(Cancellation::Conflict(conflict)) => return Err(conflict.into()),
+            // A queued message's task is missing or terminal (`Change::Enqueue`).
+            Err(Cancellation::NotFound(task_id)) => return Err(self.closed_task(&task_id).await?),
+            Err(Cancellation::Contention) => {
+                // Still in another transaction after the retries: it changed (the caller re-reads).
+                let task = contended_task(&plan.guards).unwrap_or_else(|| changes[0].task_id());
+                return Err(Conflict::TaskChanged(task.to_owned()).into());
+            }
+            Err(other) => {
+                return Err(DynamoDbError::Cancelled {
+                    operation: "TransactWriteItems",
+                    reasons: format!("{other:?}"),
+                }
+                .into());
+            }
+        }
+        if !plan.after.is_empty() {
+            self.write_index_after(std::mem::take(&mut plan.after))
+                .await;
+        }
+        // A lease cannot be given up conditionally inside the transaction (a lease another
+        // runner took would cancel it): it is given up right after.
+        for lease in changes.iter().filter_map(|c| match c {
+            Change::Update(update) => update.release.as_ref(),
+            _ => None,
+        }) {
+            match self.release(lease).await {
+                Ok(()) | Err(StoreError::Conflict(Conflict::LeaseLost(_))) => {}
+                Err(err) => {
+                    tracing::warn!(task_id = %lease.task_id, error = %err, "a lease was not given up after its run's last write; it will expire");
+                }
+            }
+        }
+        Ok(plan.committed)
+    }
+
+    /// How many chunks each inbox item the commit consumes has (read from their chunk 0).
+    async fn inbox_chunks(&self, changes: &[Change]) -> StoreResult<InboxChunks> {
+        let heads = consumed_inbox_heads(changes)?;
+        let mut chunks = InboxChunks::new();
+        if heads.is_empty() {
+            return Ok(chunks);
+        }
+        let names: &[(&str, &str)] = &[("#pk", PK), ("#sk", SK), ("#chunks", attr::CHUNKS)];
+        for item in self
+            .batch_get(heads, Some(("#pk, #sk, #chunks", names)))
+            .await?
+        {
+            let pk = items::get_s(&item, PK)?.to_owned();
+            let sk = items::get_s(&item, SK)?.to_owned();
+            chunks.insert((pk, sk), items::get_n(&item, attr::CHUNKS)?);
+        }
+        Ok(chunks)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use a2a::{TaskState, TaskStatus};
     use chrono::{TimeZone, Utc};
     use task_core::extension::{Participant, ParticipantKind, Role, TaskExtension};
-    use task_store::StoredTask;
+    use task_store::{StoredTask, TaskRecord};
+
+    use crate::index::IndexWrite;
 
     fn record(id: &str, participants: &[&str]) -> TaskRecord {
         let mut extension = TaskExtension::new("t", "d");

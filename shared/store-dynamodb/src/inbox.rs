@@ -4,65 +4,17 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{
-    ConditionCheck, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
-};
 use chrono::{DateTime, Utc};
-use task_core::lifecycle::TERMINAL;
-use task_store::{Conflict, InboxItem, InboxKey, InboxStore, StoreError, StoreResult, limits};
+use task_store::{InboxItem, InboxKey, InboxStore, StoreResult, limits};
 
-use crate::commit::{self, Condition};
-use crate::error::{Cancellation, DynamoDbError, Guard};
-use crate::items::{self, Incomplete, attr, key, s};
+use crate::DynamoDbStore;
+use crate::calls::CHECK_ATTEMPTS;
+use crate::error::{Cancellation, DynamoDbError};
+use crate::items::{self, Incomplete, attr};
 use crate::keys;
+use crate::reads::whole;
 use crate::schema::SK;
-use crate::tasks::whole;
-use crate::{CHECK_ATTEMPTS, DynamoDbStore};
-
-/// The check that the task exists and is not in a terminal state. On failure DynamoDB
-/// returns the task item (if any), which tells "no such task" from "terminal".
-/// The items of one queued message (`json`: its encoded message), chunk 0 first.
-pub(crate) fn inbox_chunks(
-    pk: &str,
-    item: &InboxItem,
-    json: &str,
-) -> StoreResult<Vec<items::Item>> {
-    let at = keys::time(item.key.enqueued_at)?;
-    let message_id = &item.key.message_id;
-    let mut chunks = items::chunk_items(pk, |c| keys::inbox_sk(&at, c, message_id), json, None);
-    for (i, chunk) in chunks.iter_mut().enumerate() {
-        chunk.insert(attr::AT.into(), s(at.clone()));
-        chunk.insert(attr::MESSAGE_ID.into(), s(message_id.clone()));
-        if i == 0 {
-            chunk.insert(attr::SENDER.into(), s(item.sender.clone()));
-        }
-    }
-    Ok(chunks)
-}
-
-fn task_open(table: &str, task_id: &str) -> StoreResult<TransactWriteItem> {
-    let mut condition = Condition::exists().name("#state", attr::STATE);
-    let mut placeholders = Vec::new();
-    for (i, state) in TERMINAL.iter().enumerate() {
-        let placeholder = format!(":terminal{i}");
-        condition = condition.value(&placeholder, s(items::state_name(state)?));
-        placeholders.push(placeholder);
-    }
-    condition.expression.push_str(&format!(
-        " AND NOT (#state IN ({}))",
-        placeholders.join(", ")
-    ));
-    let check = ConditionCheck::builder()
-        .table_name(table)
-        .set_key(Some(key(keys::task_pk(task_id), keys::TASK_SK)))
-        .condition_expression(condition.expression)
-        .set_expression_attribute_names(Some(condition.names))
-        .set_expression_attribute_values(Some(condition.values))
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .build()
-        .map_err(DynamoDbError::from)?;
-    Ok(TransactWriteItem::builder().condition_check(check).build())
-}
+use crate::txn;
 
 /// What an inbox chunk item holds.
 struct Piece {
@@ -72,60 +24,12 @@ struct Piece {
     sender: Option<String>,
 }
 
-/// The writes of queueing `item` (`json`: its encoded message) for `task_id`: the check that
-/// the task is open, its message id, its chunks; with their guards. Shared by `enqueue` and
-/// a commit's `Change::Enqueue`.
-pub(crate) fn enqueue_writes(
-    table: &str,
-    task_id: &str,
-    item: &InboxItem,
-    json: &str,
-) -> StoreResult<(Vec<TransactWriteItem>, Vec<Guard>)> {
-    let pk = keys::task_pk(task_id);
-    let message_id = &item.key.message_id;
-    let mut writes = vec![task_open(table, task_id)?];
-    let mut guards = vec![Guard::TaskOpen(task_id.to_owned())];
-    writes.push(commit::put(
-        table,
-        key(&pk, keys::message_id_sk(message_id)),
-        Some(&Condition::not_exists()),
-    )?);
-    guards.push(Guard::MessageId {
-        task_id: task_id.to_owned(),
-        message_id: message_id.clone(),
-    });
-    for chunk in inbox_chunks(&pk, item, json)? {
-        writes.push(commit::put(table, chunk, None)?);
-        guards.push(Guard::Log {
-            task_id: task_id.to_owned(),
-            creating: false,
-        });
-    }
-    Ok((writes, guards))
-}
-
-impl DynamoDbStore {
-    /// A failed "task is open" check without the item DynamoDB should return: read it to
-    /// tell a missing task from a terminal one.
-    pub(crate) async fn closed_task(&self, task_id: &str) -> StoreResult<StoreError> {
-        Ok(
-            match self
-                .get_item(key(keys::task_pk(task_id), keys::TASK_SK))
-                .await?
-            {
-                None => StoreError::NotFound(format!("task {task_id}")),
-                Some(_) => Conflict::TaskTerminal(task_id.to_owned()).into(),
-            },
-        )
-    }
-}
-
 #[async_trait]
 impl InboxStore for DynamoDbStore {
     async fn enqueue(&self, task_id: &str, item: InboxItem) -> StoreResult<()> {
         // The message's JSON, refused over the size cap like any stored message.
         let json = limits::encode_message(&item.message)?;
-        let (writes, guards) = enqueue_writes(&self.table, task_id, &item, &json)?;
+        let (writes, guards) = txn::enqueue_writes(&self.table, task_id, &item, &json)?;
         match self.transact(writes, &guards, CHECK_ATTEMPTS).await? {
             Ok(()) => Ok(()),
             Err(Cancellation::Conflict(conflict)) => Err(conflict.into()),

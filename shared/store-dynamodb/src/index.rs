@@ -23,12 +23,13 @@ use aws_smithy_runtime_api::http::Response;
 use futures::{StreamExt, stream};
 use task_store::{StoreResult, TaskRecord};
 
-use crate::commit::{self, Condition};
+use crate::DynamoDbStore;
+use crate::calls::{Kind, backoff};
 use crate::error::DynamoDbError;
 use crate::items::{self, Item, attr, key, n, s};
 use crate::keys;
 use crate::schema::{GSI1_PK, GSI1_SK, PK};
-use crate::{DynamoDbStore, Kind};
+use crate::txn::{self, Condition};
 
 /// Single-item index writes outside a transaction run this many at a time.
 const CONCURRENCY: usize = 16;
@@ -85,8 +86,8 @@ pub enum IndexWrite {
 impl IndexWrite {
     pub fn transact_item(&self, table: &str) -> Result<TransactWriteItem, DynamoDbError> {
         match self {
-            IndexWrite::Put { item, .. } => commit::put(table, item.clone(), None),
-            IndexWrite::Delete { key, .. } => commit::delete(table, key.clone(), None),
+            IndexWrite::Put { item, .. } => txn::put(table, item.clone(), None),
+            IndexWrite::Delete { key, .. } => txn::delete(table, key.clone(), None),
         }
     }
 
@@ -161,7 +162,7 @@ impl DynamoDbStore {
                 }
                 Err(err) if err.code() == Some(CONDITION_FAILED) => return Ok(false),
                 Err(err) if attempt < ATTEMPTS && transient(&err) => {
-                    crate::backoff(attempt).await;
+                    backoff(attempt).await;
                 }
                 Err(err) => return Err(DynamoDbError::call(operation, err).into()),
             }

@@ -1,15 +1,17 @@
-//! Attribute maps: building items, reading them back, and reassembling chunked documents.
+//! The stored shapes: attribute maps of task, chunk, inbox and lease items, building them,
+//! reading them back, and reassembling chunked documents.
 
 use std::collections::{BTreeSet, HashMap};
 
 use a2a::TaskState;
 use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::Duration;
 use serde::de::DeserializeOwned;
-use task_store::{StoreError, StoreResult, StoredTask, TaskCounters, TaskRecord};
+use task_store::{InboxItem, Lease, StoreError, StoreResult, StoredTask, TaskCounters, TaskRecord};
 
 use crate::error::DynamoDbError;
 use crate::keys;
-use crate::schema::{PK, SK};
+use crate::schema::{GSI2_PK, GSI2_SK, LEASE_PARTITION, PK, SK, TTL};
 
 pub type Item = HashMap<String, AttributeValue>;
 
@@ -233,6 +235,21 @@ pub fn chunk_items(
         .collect()
 }
 
+/// The items of one queued message (`json`: its encoded message), chunk 0 first.
+pub fn inbox_chunks(pk: &str, item: &InboxItem, json: &str) -> StoreResult<Vec<Item>> {
+    let at = keys::time(item.key.enqueued_at)?;
+    let message_id = &item.key.message_id;
+    let mut chunks = chunk_items(pk, |c| keys::inbox_sk(&at, c, message_id), json, None);
+    for (i, chunk) in chunks.iter_mut().enumerate() {
+        chunk.insert(attr::AT.into(), s(at.clone()));
+        chunk.insert(attr::MESSAGE_ID.into(), s(message_id.clone()));
+        if i == 0 {
+            chunk.insert(attr::SENDER.into(), s(item.sender.clone()));
+        }
+    }
+    Ok(chunks)
+}
+
 pub fn parse_chunk(prefix: &str, item: &Item) -> Result<Chunk, DynamoDbError> {
     let sk = get_s(item, SK)?;
     let (number, index) = keys::parse_numbered(prefix, sk)
@@ -297,6 +314,37 @@ pub fn assemble(chunks: Vec<Chunk>) -> Result<Vec<(u64, String)>, Incomplete> {
         docs.push((head.n, head.text));
     }
     Ok(docs)
+}
+
+/// How long an expired lease stays for the sweeper before DynamoDB's TTL may delete it.
+pub const LEASE_RETENTION: Duration = Duration::days(7);
+
+/// The key of a task's lease item.
+pub fn lease_key(task_id: &str) -> Item {
+    key(keys::task_pk(task_id), keys::LEASE_SK)
+}
+
+/// The attributes of a lease expiring at `millis`: expiry, GSI2 keys, TTL.
+pub fn expiry_attributes(task_id: &str, millis: u64) -> [(&'static str, AttributeValue); 4] {
+    let ttl_seconds = millis / 1000 + LEASE_RETENTION.num_seconds().unsigned_abs();
+    [
+        (attr::EXPIRES_AT, n(millis)),
+        (GSI2_PK, s(LEASE_PARTITION)),
+        (GSI2_SK, s(keys::lease_index_sk(millis, task_id))),
+        (TTL, n(ttl_seconds)),
+    ]
+}
+
+/// The lease item of a held lease.
+pub fn lease_item(lease: &Lease) -> Item {
+    let millis = keys::epoch_millis(lease.expires_at);
+    let mut item = lease_key(&lease.task_id);
+    item.insert(attr::OWNER.into(), s(lease.owner.clone()));
+    item.insert(attr::TOKEN.into(), s(lease.token.clone()));
+    for (name, value) in expiry_attributes(&lease.task_id, millis) {
+        item.insert(name.into(), value);
+    }
+    item
 }
 
 #[cfg(test)]

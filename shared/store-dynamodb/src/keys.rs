@@ -178,9 +178,11 @@ pub fn lease_index_sk(expires_at_millis: u64, task_id: &str) -> String {
     format!("{expires_at_millis:0NUMBER_WIDTH$}#{task_id}")
 }
 
-/// The GSI2 sort key bound below which leases have expired at `now` (strictly before).
+/// The GSI2 sort key bound below which leases have expired at `now`: every lease expiring at
+/// or before `now_millis` ([`task_store::Lease::expired`]) sorts before it, since expiries
+/// are whole milliseconds and the bound is the next one.
 pub fn lease_index_bound(now_millis: u64) -> String {
-    format!("{now_millis:0NUMBER_WIDTH$}")
+    format!("{:0NUMBER_WIDTH$}", now_millis.saturating_add(1))
 }
 
 /// A ListTasks position: the GSI1 sort key of the last task of the previous page. With the
@@ -322,14 +324,16 @@ mod tests {
     }
 
     #[test]
-    fn lease_keys_order_by_expiry_and_bound_strictly() {
+    fn lease_keys_order_by_expiry_and_bound_at_now() {
         let early = lease_index_sk(1_000, "t-2");
         let late = lease_index_sk(81_000, "t-1");
         assert_eq!(early, "00000000000000001000#t-2");
         assert!(early < late);
-        // Expired strictly before `now`: a lease expiring at `now` is not below the bound.
-        assert!(lease_index_sk(5_000, "t") > lease_index_bound(5_000));
+        // Expired at `now` (`Lease::expired`): a lease expiring at `now` is below the bound,
+        // one a millisecond later is not.
+        assert!(lease_index_sk(5_000, "t") < lease_index_bound(5_000));
         assert!(lease_index_sk(4_999, "t") < lease_index_bound(5_000));
+        assert!(lease_index_sk(5_001, "t") > lease_index_bound(5_000));
         assert_eq!(epoch_millis(Utc.timestamp_opt(-5, 0).unwrap()), 0);
     }
 

@@ -1,4 +1,7 @@
 //! `LeaseStore`: one conditional single-item write per operation; GSI2 lists expired leases.
+//!
+//! Expiry follows [`Lease::expired`] (`expires_at <= now`), the rule of every adapter, in
+//! exactly two places: [`TAKE_CONDITION`] (acquire) and [`EXPIRED_KEY_CONDITION`] (the sweep).
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
@@ -8,14 +11,20 @@ use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, ReturnValuesOnConditionChe
 use chrono::{DateTime, Duration, Utc};
 use task_store::{Conflict, Lease, LeaseStore, StoreError, StoreResult};
 
+use crate::DynamoDbStore;
+use crate::calls::Kind;
 use crate::error::DynamoDbError;
-use crate::items::{self, Item, attr, key, n, s};
+use crate::items::{self, Item, attr, n, s};
 use crate::keys;
-use crate::schema::{GSI2, GSI2_PK, GSI2_SK, LEASE_PARTITION, PK, TTL};
-use crate::{DynamoDbStore, Kind};
+use crate::schema::{GSI2, GSI2_PK, GSI2_SK, LEASE_PARTITION, PK};
 
-/// How long an expired lease stays for the sweeper before DynamoDB's TTL may delete it.
-pub const LEASE_RETENTION: Duration = Duration::days(7);
+/// When `acquire` may put its lease item: no lease, or one that expired at `:now`
+/// ([`Lease::expired`]: `expires_at <= now`, both in epoch milliseconds).
+const TAKE_CONDITION: &str = "attribute_not_exists(#pk) OR #expires <= :now";
+
+/// Which GSI2 keys `expired_leases` lists: those below [`keys::lease_index_bound`] of `:now`,
+/// which are the leases expiring at or before `now` ([`Lease::expired`]).
+const EXPIRED_KEY_CONDITION: &str = "#gpk = :lease AND #gsk < :bound";
 
 /// `now + ttl`, at the millisecond precision the lease item keeps.
 fn expiry(now: DateTime<Utc>, ttl: Duration) -> StoreResult<(DateTime<Utc>, u64)> {
@@ -28,36 +37,6 @@ fn expiry(now: DateTime<Utc>, ttl: Duration) -> StoreResult<(DateTime<Utc>, u64)
         .and_then(DateTime::from_timestamp_millis)
         .unwrap_or(at);
     Ok((at, millis))
-}
-
-fn lease_key(task_id: &str) -> Item {
-    key(keys::task_pk(task_id), keys::LEASE_SK)
-}
-
-/// The attributes of a lease expiring at `millis`: expiry, GSI2 keys, TTL.
-fn expiry_attributes(
-    task_id: &str,
-    millis: u64,
-) -> [(&'static str, aws_sdk_dynamodb::types::AttributeValue); 4] {
-    let ttl_seconds = millis / 1000 + LEASE_RETENTION.num_seconds().unsigned_abs();
-    [
-        (attr::EXPIRES_AT, n(millis)),
-        (GSI2_PK, s(LEASE_PARTITION)),
-        (GSI2_SK, s(keys::lease_index_sk(millis, task_id))),
-        (TTL, n(ttl_seconds)),
-    ]
-}
-
-/// The lease item of a held lease.
-pub(crate) fn lease_item(lease: &Lease) -> Item {
-    let millis = keys::epoch_millis(lease.expires_at);
-    let mut item = lease_key(&lease.task_id);
-    item.insert(attr::OWNER.into(), s(lease.owner.clone()));
-    item.insert(attr::TOKEN.into(), s(lease.token.clone()));
-    for (name, value) in expiry_attributes(&lease.task_id, millis) {
-        item.insert(name.into(), value);
-    }
-    item
 }
 
 fn millis_to_time(item: &Item) -> Result<DateTime<Utc>, DynamoDbError> {
@@ -84,13 +63,13 @@ impl LeaseStore for DynamoDbStore {
             token: token.clone(),
             expires_at,
         };
-        let item = lease_item(&lease);
+        let item = items::lease_item(&lease);
         let put = self
             .client
             .put_item()
             .table_name(&*self.table)
             .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#pk) OR #expires <= :now")
+            .condition_expression(TAKE_CONDITION)
             .expression_attribute_names("#pk", PK)
             .expression_attribute_names("#expires", attr::EXPIRES_AT)
             .expression_attribute_values(":now", n(keys::epoch_millis(now)))
@@ -113,7 +92,7 @@ impl LeaseStore for DynamoDbStore {
             let holder = match e.item() {
                 Some(item) => Some(item.clone()),
                 // No item returned (an emulator may not): read the holder.
-                None => self.get_item(lease_key(task_id)).await?,
+                None => self.get_item(items::lease_key(task_id)).await?,
             };
             match holder {
                 // Our own write, which landed before an SDK retry repeated it.
@@ -146,7 +125,7 @@ impl LeaseStore for DynamoDbStore {
             .client
             .update_item()
             .table_name(&*self.table)
-            .set_key(Some(lease_key(&lease.task_id)))
+            .set_key(Some(items::lease_key(&lease.task_id)))
             .update_expression(
                 "SET #expires = :expires, #gsi2pk = :gsi2pk, #gsi2sk = :gsi2sk, #ttl = :ttl",
             )
@@ -157,12 +136,14 @@ impl LeaseStore for DynamoDbStore {
             .expression_attribute_values(":token", s(lease.token.clone()))
             .return_consumed_capacity(ReturnConsumedCapacity::Total);
         for ((name, value), (name_placeholder, value_placeholder)) in
-            expiry_attributes(&lease.task_id, millis).into_iter().zip([
-                ("#expires", ":expires"),
-                ("#gsi2pk", ":gsi2pk"),
-                ("#gsi2sk", ":gsi2sk"),
-                ("#ttl", ":ttl"),
-            ])
+            items::expiry_attributes(&lease.task_id, millis)
+                .into_iter()
+                .zip([
+                    ("#expires", ":expires"),
+                    ("#gsi2pk", ":gsi2pk"),
+                    ("#gsi2sk", ":gsi2sk"),
+                    ("#ttl", ":ttl"),
+                ])
         {
             update = update
                 .expression_attribute_names(name_placeholder, name)
@@ -190,7 +171,7 @@ impl LeaseStore for DynamoDbStore {
             .client
             .delete_item()
             .table_name(&*self.table)
-            .set_key(Some(lease_key(&lease.task_id)))
+            .set_key(Some(items::lease_key(&lease.task_id)))
             .condition_expression("#owner = :owner AND #token = :token")
             .expression_attribute_names("#owner", attr::OWNER)
             .expression_attribute_names("#token", attr::TOKEN)
@@ -220,12 +201,12 @@ impl LeaseStore for DynamoDbStore {
         let query = self
             .query()
             .index_name(GSI2)
-            .key_condition_expression("#gpk = :lease AND #gsk < :now")
+            .key_condition_expression(EXPIRED_KEY_CONDITION)
             .expression_attribute_names("#gpk", GSI2_PK)
             .expression_attribute_names("#gsk", GSI2_SK)
             .expression_attribute_values(":lease", s(LEASE_PARTITION))
             .expression_attribute_values(
-                ":now",
+                ":bound",
                 s(keys::lease_index_bound(keys::epoch_millis(now))),
             )
             .limit(i32::try_from(limit).unwrap_or(i32::MAX).min(1000));
@@ -264,9 +245,38 @@ mod tests {
         let (at, millis) = expiry(now, Duration::seconds(30)).unwrap();
         assert_eq!(millis, 1_790_000_030_123);
         assert_eq!(at, Utc.timestamp_opt(1_790_000_030, 123_000_000).unwrap());
-        let [(_, expires), _, (_, gsi2sk), (_, ttl)] = expiry_attributes("t-1", millis);
+        let [(_, expires), _, (_, gsi2sk), (_, ttl)] = items::expiry_attributes("t-1", millis);
         assert_eq!(expires, n(1_790_000_030_123u64));
         assert_eq!(gsi2sk, s("00000001790000030123#t-1"));
         assert_eq!(ttl, n(1_790_000_030u64 + 7 * 86_400));
+    }
+
+    /// The condition of `acquire` and the key bound of `expired_leases` agree with
+    /// `Lease::expired` at the boundary, for `now` on and between whole milliseconds.
+    #[test]
+    fn acquire_and_sweep_apply_lease_expired() {
+        assert!(TAKE_CONDITION.ends_with("#expires <= :now"));
+        assert!(EXPIRED_KEY_CONDITION.ends_with("#gsk < :bound"));
+        let base = Utc.timestamp_opt(1_790_000_000, 0).unwrap();
+        for now_nanos in [0, 1, 999_999] {
+            let now = base + Duration::nanoseconds(now_nanos);
+            for offset in [-2, -1, 0, 1, 2] {
+                let (expires_at, millis) = expiry(base, Duration::milliseconds(offset)).unwrap();
+                let expired = Lease::expired(expires_at, now);
+                assert_eq!(
+                    expired,
+                    offset <= 0,
+                    "offset {offset} ms, now +{now_nanos} ns"
+                );
+                // `#expires <= :now`, with the values `acquire` binds.
+                let takeable = millis <= keys::epoch_millis(now);
+                assert_eq!(takeable, expired, "acquire at offset {offset} ms");
+                // `#gsk < :bound`, with the key the lease item carries.
+                let (_, gsi2sk) = items::expiry_attributes("t-1", millis)[2].clone();
+                let listed = gsi2sk.as_s().unwrap().as_str()
+                    < keys::lease_index_bound(keys::epoch_millis(now)).as_str();
+                assert_eq!(listed, expired, "sweep at offset {offset} ms");
+            }
+        }
     }
 }

@@ -12,12 +12,12 @@ use chrono::{Duration, Utc};
 use task_store::{ListQuery, StoreResult, StoredTask, TaskPage, TaskRecord};
 
 use crate::DynamoDbStore;
-use crate::commit::Condition;
 use crate::error::DynamoDbError;
 use crate::index::{self, Single};
 use crate::items::{self, Item, attr, key, s};
 use crate::keys::{self, PageToken};
 use crate::schema::{GSI1, GSI1_PK, GSI1_SK, PK, SK};
+use crate::txn::Condition;
 
 /// One call examines at most this many index entries; past them it returns the page it has
 /// (possibly short, even empty) with a token that goes on from the last entry examined.

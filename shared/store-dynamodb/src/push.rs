@@ -22,11 +22,13 @@ use task_store::{
     Conflict, DeleteScope, PushConfig, PushConfigStore, StoreError, StoreResult, StoredPushConfig,
 };
 
-use crate::commit::{self, Condition};
+use crate::DynamoDbStore;
+use crate::calls::CHECK_ATTEMPTS;
 use crate::error::{Cancellation, DynamoDbError, Guard};
 use crate::items::{self, Item, attr, key, n, s};
 use crate::keys;
-use crate::{CHECK_ATTEMPTS, DynamoDbStore};
+use crate::schema::PK;
+use crate::txn::{self, Condition};
 
 /// Rounds of a put or delete whose config changed between its read and its write.
 const ROUNDS: usize = 4;
@@ -123,7 +125,7 @@ impl DynamoDbStore {
         item.insert(attr::OWNER.into(), s(owner));
         let writes = vec![
             self.task_exists(task_id)?,
-            commit::put(&self.table, item, Some(&Condition::not_exists()))?,
+            txn::put(&self.table, item, Some(&Condition::not_exists()))?,
             self.push_count(
                 task_id,
                 Some(owner),
@@ -168,7 +170,7 @@ impl DynamoDbStore {
             .value(":owner", s(owner));
         let writes = vec![
             self.task_exists(task_id)?,
-            commit::put(&self.table, item, Some(&owned))?,
+            txn::put(&self.table, item, Some(&owned))?,
         ];
         let guards = [
             Guard::TaskOpen(task_id.to_owned()),
@@ -204,7 +206,7 @@ impl DynamoDbStore {
                     .value(":owner", s(owner));
                 (
                     vec![
-                        commit::delete(&self.table, config_key, Some(&owned))?,
+                        txn::delete(&self.table, config_key, Some(&owned))?,
                         self.push_count(task_id, Some(owner), -1, None)?,
                         self.push_count(task_id, None, -1, None)?,
                     ],
@@ -214,10 +216,10 @@ impl DynamoDbStore {
             None => {
                 let ownerless =
                     Condition::new("attribute_exists(#pk) AND attribute_not_exists(#owner)")
-                        .name("#pk", crate::schema::PK)
+                        .name("#pk", PK)
                         .name("#owner", attr::OWNER);
                 (
-                    vec![commit::delete(&self.table, config_key, Some(&ownerless))?],
+                    vec![txn::delete(&self.table, config_key, Some(&ownerless))?],
                     vec![id_guard],
                 )
             }

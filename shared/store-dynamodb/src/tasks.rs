@@ -1,167 +1,23 @@
-//! `TaskStore`: commits as one transaction (index writes that do not fit: `index.rs`);
-//! reads of the task and its logs (ListTasks: `list.rs`).
-
-use std::future::Future;
+//! `TaskStore`: each operation delegates to the module that does it (commits: `commit.rs`,
+//! reads: `reads.rs`, ListTasks: `list.rs`).
 
 use a2a::{Artifact, Message};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use task_store::{
-    AuditEntry, Change, Committed, Conflict, LeaseStore, ListQuery, StoreError, StoreResult,
-    StoredEvent, StoredTask, TaskPage, TaskStore,
+    AuditEntry, Change, Committed, ListQuery, StoreResult, StoredEvent, StoredTask, TaskPage,
+    TaskStore,
 };
 
-use crate::commit::{self, InboxChunks};
-use crate::error::{Cancellation, DynamoDbError, contended_task};
-use crate::items::{self, Incomplete, attr, key, s};
-use crate::keys;
-use crate::schema::{PK, SK};
-use crate::{COMMIT_ATTEMPTS, DynamoDbStore};
-
-/// Reads of chunked documents that met a partly visible transaction are repeated this
-/// often before the data is called corrupt.
-const READ_ATTEMPTS: u32 = 3;
-
-/// Runs a read until it sees whole documents.
-pub(crate) async fn whole<T, F, Fut>(what: &str, task_id: &str, read: F) -> StoreResult<T>
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = StoreResult<Result<T, Incomplete>>>,
-{
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match read().await? {
-            Ok(value) => return Ok(value),
-            Err(Incomplete(n)) if attempt >= READ_ATTEMPTS => {
-                return Err(DynamoDbError::corrupt(
-                    keys::task_pk(task_id),
-                    format!("{what} {n} is missing chunks after {attempt} reads"),
-                )
-                .into());
-            }
-            Err(_) => crate::backoff(attempt).await,
-        }
-    }
-}
-
-/// Numbered documents must follow each other without a hole.
-fn contiguous(docs: &[(u64, String)]) -> Result<(), Incomplete> {
-    match docs.windows(2).find(|w| w[1].0 != w[0].0 + 1) {
-        Some(w) => Err(Incomplete(w[0].0 + 1)),
-        None => Ok(()),
-    }
-}
-
-fn parse_doc<T: serde::de::DeserializeOwned>(
-    task_id: &str,
-    what: &str,
-    n: u64,
-    json: &str,
-) -> StoreResult<T> {
-    serde_json::from_str(json).map_err(|e| {
-        DynamoDbError::corrupt(keys::task_pk(task_id), format!("{what} {n}: {e}")).into()
-    })
-}
-
-impl DynamoDbStore {
-    /// A query of one task's items whose sort key starts with `prefix`.
-    pub(crate) fn prefix_query(&self, task_id: &str, prefix: &str) -> QueryFluentBuilder {
-        self.query()
-            .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_names("#sk", SK)
-            .expression_attribute_values(":pk", s(keys::task_pk(task_id)))
-            .expression_attribute_values(":prefix", s(prefix))
-            .consistent_read(true)
-    }
-
-    async fn inbox_chunks(&self, changes: &[Change]) -> StoreResult<InboxChunks> {
-        let heads = commit::consumed_inbox_heads(changes)?;
-        let mut chunks = InboxChunks::new();
-        if heads.is_empty() {
-            return Ok(chunks);
-        }
-        let names: &[(&str, &str)] = &[("#pk", PK), ("#sk", SK), ("#chunks", attr::CHUNKS)];
-        for item in self
-            .batch_get(heads, Some(("#pk, #sk, #chunks", names)))
-            .await?
-        {
-            let pk = items::get_s(&item, PK)?.to_owned();
-            let sk = items::get_s(&item, SK)?.to_owned();
-            chunks.insert((pk, sk), items::get_n(&item, attr::CHUNKS)?);
-        }
-        Ok(chunks)
-    }
-}
+use crate::DynamoDbStore;
 
 #[async_trait]
 impl TaskStore for DynamoDbStore {
     async fn commit(&self, changes: Vec<Change>) -> StoreResult<Vec<Committed>> {
-        if changes.is_empty() {
-            return Ok(Vec::new());
-        }
-        let inbox_chunks = self.inbox_chunks(&changes).await?;
-        let mut plan = commit::plan(&self.table, &changes, &inbox_chunks)?;
-        plan.fit(&self.table)?;
-        if !plan.before.is_empty() {
-            // Before anything of the commit is applied: a failure here fails it whole.
-            self.write_index_before(std::mem::take(&mut plan.before))
-                .await?;
-        }
-        let outcome = self
-            .transact(
-                std::mem::take(&mut plan.items),
-                &plan.guards,
-                COMMIT_ATTEMPTS,
-            )
-            .await?;
-        match outcome {
-            Ok(()) => {}
-            Err(Cancellation::Conflict(conflict)) => return Err(conflict.into()),
-            // A queued message's task is missing or terminal (`Change::Enqueue`).
-            Err(Cancellation::NotFound(task_id)) => return Err(self.closed_task(&task_id).await?),
-            Err(Cancellation::Contention) => {
-                // Still in another transaction after the retries: it changed (the caller re-reads).
-                let task = contended_task(&plan.guards).unwrap_or_else(|| changes[0].task_id());
-                return Err(Conflict::TaskChanged(task.to_owned()).into());
-            }
-            Err(other) => {
-                return Err(DynamoDbError::Cancelled {
-                    operation: "TransactWriteItems",
-                    reasons: format!("{other:?}"),
-                }
-                .into());
-            }
-        }
-        if !plan.after.is_empty() {
-            self.write_index_after(std::mem::take(&mut plan.after))
-                .await;
-        }
-        // A lease cannot be given up conditionally inside the transaction (a lease another
-        // runner took would cancel it): it is given up right after.
-        for lease in changes.iter().filter_map(|c| match c {
-            Change::Update(update) => update.release.as_ref(),
-            _ => None,
-        }) {
-            match self.release(lease).await {
-                Ok(()) | Err(StoreError::Conflict(Conflict::LeaseLost(_))) => {}
-                Err(err) => {
-                    tracing::warn!(task_id = %lease.task_id, error = %err, "a lease was not given up after its run's last write; it will expire");
-                }
-            }
-        }
-        Ok(plan.committed)
+        self.commit_changes(changes).await
     }
 
     async fn get(&self, task_id: &str) -> StoreResult<Option<StoredTask>> {
-        let Some(item) = self
-            .get_item(key(keys::task_pk(task_id), keys::TASK_SK))
-            .await?
-        else {
-            return Ok(None);
-        };
-        Ok(Some(items::parse_task(&item)?))
+        self.get_task(task_id).await
     }
 
     async fn events(
@@ -170,169 +26,23 @@ impl TaskStore for DynamoDbStore {
         from_seq: u64,
         limit: usize,
     ) -> StoreResult<Vec<StoredEvent>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let last = from_seq.saturating_add(limit as u64 - 1);
-        let (low, high) = keys::numbered_range(keys::EVENT_PREFIX, from_seq, last);
-        let query = self
-            .query()
-            .key_condition_expression("#pk = :pk AND #sk BETWEEN :low AND :high")
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_names("#sk", SK)
-            .expression_attribute_values(":pk", s(keys::task_pk(task_id)))
-            .expression_attribute_values(":low", s(low))
-            .expression_attribute_values(":high", s(high))
-            .consistent_read(true);
-        let docs = whole("event", task_id, || async {
-            let chunks = self
-                .query_all(query.clone())
-                .await?
-                .iter()
-                .map(|item| items::parse_chunk(keys::EVENT_PREFIX, item))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(items::assemble(chunks).and_then(|docs| {
-                match docs.first() {
-                    Some((first, _)) if *first != from_seq => return Err(Incomplete(from_seq)),
-                    _ => {}
-                }
-                contiguous(&docs).map(|()| docs)
-            }))
-        })
-        .await?;
-        docs.into_iter()
-            .map(|(seq, json)| {
-                Ok(StoredEvent {
-                    seq,
-                    event: parse_doc(task_id, "event", seq, &json)?,
-                })
-            })
-            .collect()
+        self.read_events(task_id, from_seq, limit).await
     }
 
     async fn history(&self, task_id: &str, last: Option<usize>) -> StoreResult<Vec<Message>> {
-        let docs = match last {
-            Some(0) => return Ok(Vec::new()),
-            None => {
-                let query = self.prefix_query(task_id, keys::HISTORY_PREFIX);
-                whole("history message", task_id, || async {
-                    let chunks = self
-                        .query_all(query.clone())
-                        .await?
-                        .iter()
-                        .map(|item| items::parse_chunk(keys::HISTORY_PREFIX, item))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    Ok(items::assemble(chunks).and_then(|docs| {
-                        if docs.first().is_some_and(|(n, _)| *n != 0) {
-                            return Err(Incomplete(0));
-                        }
-                        contiguous(&docs).map(|()| docs)
-                    }))
-                })
-                .await?
-            }
-            Some(newest) => {
-                // Newest first, until a message beyond the newest `newest` shows up.
-                let page = i32::try_from(newest.saturating_add(1))
-                    .unwrap_or(i32::MAX)
-                    .min(1000);
-                let query = self
-                    .prefix_query(task_id, keys::HISTORY_PREFIX)
-                    .scan_index_forward(false)
-                    .limit(page);
-                whole("history message", task_id, || async {
-                    let mut chunks = Vec::new();
-                    let mut seen = 0usize;
-                    let mut current = None;
-                    let mut start = None;
-                    'pages: loop {
-                        let out = self
-                            .query_page(query.clone().set_exclusive_start_key(start))
-                            .await?;
-                        for item in out.items() {
-                            let chunk = items::parse_chunk(keys::HISTORY_PREFIX, item)?;
-                            if current != Some(chunk.n) {
-                                current = Some(chunk.n);
-                                seen += 1;
-                                if seen > newest {
-                                    break 'pages;
-                                }
-                            }
-                            chunks.push(chunk);
-                        }
-                        match out.last_evaluated_key {
-                            Some(key) if !key.is_empty() => start = Some(key),
-                            _ => break,
-                        }
-                    }
-                    chunks.reverse();
-                    Ok(items::assemble(chunks).and_then(|docs| contiguous(&docs).map(|()| docs)))
-                })
-                .await?
-            }
-        };
-        docs.iter()
-            .map(|(n, json)| parse_doc(task_id, "history message", *n, json))
-            .collect()
+        self.read_history(task_id, last).await
     }
 
     async fn transcript(&self, task_id: &str, from: u64) -> StoreResult<Vec<serde_json::Value>> {
-        let (low, high) = keys::numbered_range(keys::TRANSCRIPT_PREFIX, from, u64::MAX);
-        let query = self
-            .query()
-            .key_condition_expression("#pk = :pk AND #sk BETWEEN :low AND :high")
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_names("#sk", SK)
-            .expression_attribute_values(":pk", s(keys::task_pk(task_id)))
-            .expression_attribute_values(":low", s(low))
-            .expression_attribute_values(":high", s(high))
-            .consistent_read(true);
-        let docs = whole("transcript entry", task_id, || async {
-            let chunks = self
-                .query_all(query.clone())
-                .await?
-                .iter()
-                .map(|item| items::parse_chunk(keys::TRANSCRIPT_PREFIX, item))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(items::assemble(chunks).and_then(|docs| {
-                if docs.first().is_some_and(|(n, _)| *n != from) {
-                    return Err(Incomplete(from));
-                }
-                contiguous(&docs).map(|()| docs)
-            }))
-        })
-        .await?;
-        docs.iter()
-            .map(|(n, json)| parse_doc(task_id, "transcript entry", *n, json))
-            .collect()
+        self.read_transcript(task_id, from).await
     }
 
     async fn artifacts(&self, task_id: &str) -> StoreResult<Vec<Artifact>> {
-        let query = self.prefix_query(task_id, keys::ARTIFACT_PREFIX);
-        let docs = whole("artifact", task_id, || async {
-            let chunks = self
-                .query_all(query.clone())
-                .await?
-                .iter()
-                .map(|item| items::parse_chunk(keys::ARTIFACT_PREFIX, item))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(items::assemble(chunks))
-        })
-        .await?;
-        docs.iter()
-            .map(|(n, json)| parse_doc(task_id, "artifact", *n, json))
-            .collect()
+        self.read_artifacts(task_id).await
     }
 
     async fn audit(&self, task_id: &str) -> StoreResult<Vec<AuditEntry>> {
-        let items = self
-            .query_all(self.prefix_query(task_id, keys::AUDIT_PREFIX))
-            .await?;
-        // The sort key orders by (time, message id) already.
-        items
-            .iter()
-            .map(|item| Ok(items::get_json(item, attr::DOC)?))
-            .collect()
+        self.read_audit(task_id).await
     }
 
     async fn list(&self, participant_id: &str, query: &ListQuery) -> StoreResult<TaskPage> {

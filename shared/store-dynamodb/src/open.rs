@@ -1,9 +1,14 @@
-//! The task table as `infra/template.yaml` defines it, and creating it from that definition:
+//! Setting up: the SDK configuration of every client ([`sdk_config`]), and the task table as
+//! `infra/template.yaml` defines it, and creating it from that definition:
 //! the tests make one table per test this way, and a developer can make one on DynamoDB
 //! Local (`local-server --store dynamodb --create-table`). The template is the one place the
 //! table is defined; this module only reads it.
 
 use std::time::Duration;
+
+use aws_config::BehaviorVersion;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
@@ -12,9 +17,37 @@ use aws_sdk_dynamodb::types::{
     Projection, ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
     TableStatus, TimeToLiveSpecification,
 };
+use aws_smithy_http_client::tls;
 use serde_yaml_ng::Value;
 
 use crate::schema;
+
+/// The SDK configuration every client of the service uses: behavior version latest, an
+/// HTTPS client on rustls with ring (no aws-lc, no OpenSSL), standard retries (throttling,
+/// 5xx and transport errors, 4 attempts with jittered backoff), and bounded timeouts.
+/// Region, credentials and endpoint come from the environment as usual.
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    let http_client = aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    aws_config::defaults(BehaviorVersion::latest())
+        .http_client(http_client)
+        .retry_config(
+            RetryConfig::standard()
+                .with_max_attempts(4)
+                .with_initial_backoff(Duration::from_millis(50)),
+        )
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(3))
+                .operation_attempt_timeout(Duration::from_secs(10))
+                .build(),
+        )
+        .load()
+        .await
+}
 
 /// `infra/template.yaml`, embedded so a binary can create its table without the source tree.
 pub const TEMPLATE: &str = include_str!("../../../infra/template.yaml");
