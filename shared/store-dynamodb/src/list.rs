@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, Select};
 use chrono::{Duration, Utc};
-use task_store::{ListQuery, StoreResult, StoredTask, TaskPage, TaskRecord};
+use task_store::{ListQuery, StoreResult, StoredTask, TaskPage};
 
 use crate::DynamoDbStore;
 use crate::error::DynamoDbError;
@@ -39,18 +39,6 @@ struct Scan {
     /// `GSI1SK` of the last entry examined when the scan stopped at [`MAX_EXAMINED`].
     stopped_at: Option<String>,
     repairs: Vec<Single>,
-}
-
-/// The task's current values match the query (the index's copy of them may lag).
-fn matches(query: &ListQuery, record: &TaskRecord) -> bool {
-    query
-        .context_id
-        .as_ref()
-        .is_none_or(|c| *c == record.context_id)
-        && query.state.as_ref().is_none_or(|s| s == record.state())
-        && query
-            .status_after
-            .is_none_or(|after| record.status.timestamp.is_some_and(|t| t >= after))
 }
 
 fn entry_key(entry: &Item) -> Item {
@@ -125,7 +113,8 @@ impl Scan {
                 condition,
             });
         }
-        if matches(query, &task.record) {
+        // The task's current values, not the index's copy of them (which may lag).
+        if query.matches(&task.record) {
             self.listed.push((entry, task.clone()));
         } else {
             self.left_out += 1;
