@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use a2a::{TaskPushNotificationConfig, TaskState};
 
-use super::{TEAM, at, conflict, create, record};
+use super::fixtures::{TEAM, at, conflict, create, record};
 use crate::error::{Conflict, StoreError};
 use crate::limits::{MAX_PUSH_CONFIGS_PER_PARTICIPANT, MAX_PUSH_CONFIGS_PER_TASK};
 use crate::model::*;
