@@ -104,3 +104,40 @@ impl LeaseStore for EmbeddedStore {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use task_store::contract::at;
+
+    use super::*;
+
+    /// The boundary of `Lease::expired`: a lease that expires at `now` has expired, for the
+    /// sweeper and for another runner alike.
+    #[tokio::test]
+    async fn a_lease_expiring_exactly_now_is_expired() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(dir.path().join("store.redb")).expect("open");
+        let ttl = Duration::seconds(30);
+        let a = store
+            .acquire("t-1", "runner-a", at(0), ttl)
+            .await
+            .expect("free");
+        assert_eq!(a.expires_at, at(30));
+        assert!(
+            store
+                .expired_leases(at(29), 10)
+                .await
+                .expect("expired")
+                .is_empty()
+        );
+        assert_eq!(
+            store.expired_leases(at(30), 10).await.expect("expired"),
+            vec!["t-1".to_owned()]
+        );
+        let b = store
+            .acquire("t-1", "runner-b", at(30), ttl)
+            .await
+            .expect("taken at the instant it expires");
+        assert_eq!(b.owner, "runner-b");
+    }
+}
