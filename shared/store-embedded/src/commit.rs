@@ -281,45 +281,38 @@ fn apply_task(tables: &mut Tables, change: PreparedTask) -> StoreResult<Committe
         .release
         .as_ref()
         .is_some_and(|lease| held_by(tables, lease).is_ok());
-    let Tables {
-        tasks,
-        meta,
-        events,
-        history,
-        transcript,
-        artifacts,
-        message_ids,
-        inbox,
-        audit,
-        index,
-        leases,
-        ..
-    } = tables;
     let id = change.task_id.as_str();
     let docs = &change.docs;
     if change.write_document {
-        tasks.insert(id, docs.task.as_str()).map_err(backend)?;
+        tables
+            .tasks
+            .insert(id, docs.task.as_str())
+            .map_err(backend)?;
     }
-    meta.insert(
-        id,
-        (
-            change.version,
-            change.terminal,
-            change.counters.events,
-            change.counters.history,
-            change.counters.transcript,
-            change.artifact_ids.as_str(),
-        ),
-    )
-    .map_err(backend)?;
+    tables
+        .meta
+        .insert(
+            id,
+            (
+                change.version,
+                change.terminal,
+                change.counters.events,
+                change.counters.history,
+                change.counters.transcript,
+                change.artifact_ids.as_str(),
+            ),
+        )
+        .map_err(backend)?;
     for message_id in &change.message_ids {
-        message_ids
+        tables
+            .message_ids
             .insert((id, message_id.as_str()), ())
             .map_err(backend)?;
     }
     for ((key, sender), message) in change.inbox.iter().zip(&docs.inbox) {
         let (secs, nanos) = time_key(key.enqueued_at);
-        inbox
+        tables
+            .inbox
             .insert(
                 (id, secs, nanos, key.message_id.as_str()),
                 (sender.as_str(), message.as_str()),
@@ -328,49 +321,61 @@ fn apply_task(tables: &mut Tables, change: PreparedTask) -> StoreResult<Committe
     }
     for key in &change.consume_inbox {
         let (secs, nanos) = time_key(key.enqueued_at);
-        inbox
+        tables
+            .inbox
             .remove((id, secs, nanos, key.message_id.as_str()))
             .map_err(backend)?;
     }
     let mut seqs = Vec::with_capacity(docs.events.len());
     for (seq, event) in (change.first_seq..).zip(&docs.events) {
-        events.insert((id, seq), event.as_str()).map_err(backend)?;
+        tables
+            .events
+            .insert((id, seq), event.as_str())
+            .map_err(backend)?;
         seqs.push(seq);
     }
     for (n, message) in (change.first_history..).zip(&docs.history) {
-        history.insert((id, n), message.as_str()).map_err(backend)?;
+        tables
+            .history
+            .insert((id, n), message.as_str())
+            .map_err(backend)?;
     }
     for (n, entry) in (change.first_transcript..).zip(&docs.transcript) {
-        transcript
+        tables
+            .transcript
             .insert((id, n), entry.as_str())
             .map_err(backend)?;
     }
     for (artifact_id, artifact) in &docs.artifacts {
-        artifacts
+        tables
+            .artifacts
             .insert((id, artifact_id.as_str()), artifact.as_str())
             .map_err(backend)?;
     }
     for (entry, text) in &docs.audit {
         let (secs, nanos) = time_key(entry.at);
-        audit
+        tables
+            .audit
             .insert((id, secs, nanos, entry.message_id.as_str()), text.as_str())
             .map_err(backend)?;
     }
     for (participant, secs, nanos) in &change.unindex {
-        index
+        tables
+            .index
             .remove((participant.as_str(), *secs, *nanos, id))
             .map_err(backend)?;
     }
     for (participant, secs, nanos) in &change.index {
-        index
+        tables
+            .index
             .insert((participant.as_str(), *secs, *nanos, id), ())
             .map_err(backend)?;
     }
     if let Some(lease) = &change.lease {
-        leases.insert(id, lease.as_str()).map_err(backend)?;
+        tables.leases.insert(id, lease.as_str()).map_err(backend)?;
     }
     if give_up {
-        leases.remove(id).map_err(backend)?;
+        tables.leases.remove(id).map_err(backend)?;
     }
     Ok(Committed {
         task_id: change.task_id.clone(),

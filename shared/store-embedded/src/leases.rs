@@ -118,26 +118,15 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = EmbeddedStore::open(dir.path().join("store.redb")).expect("open");
         let ttl = Duration::seconds(30);
-        let a = store
-            .acquire("t-1", "runner-a", at(0), ttl)
-            .await
-            .expect("free");
-        assert_eq!(a.expires_at, at(30));
-        assert!(
-            store
-                .expired_leases(at(29), 10)
-                .await
-                .expect("expired")
-                .is_empty()
-        );
-        assert_eq!(
-            store.expired_leases(at(30), 10).await.expect("expired"),
-            vec!["t-1".to_owned()]
-        );
-        let b = store
-            .acquire("t-1", "runner-b", at(30), ttl)
-            .await
-            .expect("taken at the instant it expires");
-        assert_eq!(b.owner, "runner-b");
+        let a = store.acquire("t-1", "runner-a", at(0), ttl).await;
+        let expires_at = a.expect("free").expires_at;
+        assert_eq!(expires_at, at(30));
+        let mut listed = Vec::new();
+        for now in [at(29), expires_at] {
+            listed.push(store.expired_leases(now, 10).await.expect("expired"));
+        }
+        assert_eq!(listed, [vec![], vec!["t-1".to_owned()]]);
+        let b = store.acquire("t-1", "runner-b", expires_at, ttl).await;
+        assert_eq!(b.expect("taken as it expires").owner, "runner-b");
     }
 }
