@@ -8,7 +8,9 @@ use a2a::{StreamResponse, TaskState};
 use chrono::Duration;
 use task_core::extension::Role;
 
-use super::fixtures::{TEAM, at, commit_one, conflict, create, record, seqs, status_event};
+use super::fixtures::{
+    at, commit_one, conflict, create, race, record, seqs, status_event, task_in,
+};
 use crate::error::{Conflict, StoreError};
 use crate::model::*;
 use crate::port::Store;
@@ -16,11 +18,7 @@ use crate::port::Store;
 /// 50 writers each append one event and change the task, re-reading on conflict: every
 /// write lands exactly once, versions advance by one per write, events are gapless.
 pub async fn concurrent_updates_lose_nothing(store: Arc<dyn Store>) {
-    create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
+    task_in(&*store, "t-1", TaskState::Working).await;
     let writers: Vec<_> = (0..50)
         .map(|w| {
             let store = store.clone();
@@ -82,15 +80,11 @@ pub async fn concurrent_updates_lose_nothing(store: Arc<dyn Store>) {
 
 /// 50 writers commit against the same read: exactly one wins.
 pub async fn one_winner_per_conflicting_pair(store: Arc<dyn Store>) {
-    let base = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
-    let outcomes = futures::future::join_all((0..50).map(|w| {
+    let base = task_in(&*store, "t-1", TaskState::Working).await;
+    let (wins, losses) = race(50, |w| {
         let store = store.clone();
         let base = base.clone();
-        tokio::spawn(async move {
+        async move {
             let mut rec = base.record.clone();
             rec.status.state = if w % 2 == 0 {
                 TaskState::Completed
@@ -102,13 +96,9 @@ pub async fn one_winner_per_conflicting_pair(store: Arc<dyn Store>) {
             u.events = vec![status_event(&rec, &format!("w{w}"))];
             u.record = Some(rec);
             commit_one(&*store, u).await
-        })
-    }))
+        }
+    })
     .await;
-    let (wins, losses): (Vec<_>, Vec<_>) = outcomes
-        .into_iter()
-        .map(|r| r.expect("task"))
-        .partition(Result::is_ok);
     assert_eq!(wins.len(), 1);
     for loss in losses {
         assert_eq!(conflict(loss), Conflict::TaskChanged("t-1".into()));
@@ -137,10 +127,10 @@ pub async fn concurrent_role_changes_have_one_winner(store: Arc<dyn Store>) {
         record("t-1", "ctx", &refs, TaskState::Working, at(0)),
     )
     .await;
-    let outcomes = futures::future::join_all((0..50).map(|i| {
+    let (wins, _) = race(50, |i| {
         let store = store.clone();
         let base = base.clone();
-        tokio::spawn(async move {
+        async move {
             let mut rec = base.record.clone();
             rec.extension
                 .participant_mut(&format!("u{i}"))
@@ -150,15 +140,10 @@ pub async fn concurrent_role_changes_have_one_winner(store: Arc<dyn Store>) {
             u.actor_role = Some(("ops".into(), Role::Admin));
             u.record = Some(rec);
             commit_one(&*store, u).await
-        })
-    }))
+        }
+    })
     .await;
-    let wins = outcomes
-        .into_iter()
-        .map(|r| r.expect("task"))
-        .filter(Result::is_ok)
-        .count();
-    assert_eq!(wins, 1);
+    assert_eq!(wins.len(), 1);
     let now = store.get("t-1").await.expect("get").expect("exists");
     let admins = now
         .record
@@ -172,19 +157,15 @@ pub async fn concurrent_role_changes_have_one_winner(store: Arc<dyn Store>) {
 
 /// 50 runners race for one lease: one holds it.
 pub async fn concurrent_lease_acquisition_has_one_winner(store: Arc<dyn Store>) {
-    let outcomes = futures::future::join_all((0..50).map(|i| {
+    let (wins, losses) = race(50, |i| {
         let store = store.clone();
-        tokio::spawn(async move {
+        async move {
             store
                 .acquire("t-1", &format!("runner-{i}"), at(0), Duration::seconds(30))
                 .await
-        })
-    }))
+        }
+    })
     .await;
-    let (wins, losses): (Vec<_>, Vec<_>) = outcomes
-        .into_iter()
-        .map(|r| r.expect("task"))
-        .partition(Result::is_ok);
     assert_eq!(wins.len(), 1);
     assert!(
         losses

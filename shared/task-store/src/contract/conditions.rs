@@ -7,39 +7,26 @@ use a2a::TaskState;
 use task_core::extension::Role;
 
 use super::fixtures::{
-    TEAM, at, commit_one, conflict, create, record, seqs, status_event, update, user_message,
+    TEAM, at, commit_one, conflict, create, create_new, no_history, record, seqs, status_event,
+    task_in, update, user_message,
 };
 use crate::error::Conflict;
 use crate::model::*;
 use crate::port::Store;
 
 pub async fn create_conflicts_when_the_task_exists(store: Arc<dyn Store>) {
-    let first = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Submitted, at(0)),
-    )
-    .await;
+    let first = task_in(&*store, "t-1", TaskState::Submitted).await;
     let mut again = NewTask::new(record("t-1", "other", TEAM, TaskState::Working, at(5)));
     again.history = vec![user_message("m-9", "again")];
     let err = store.commit(vec![Change::Create(Box::new(again))]).await;
     assert_eq!(conflict(err), Conflict::TaskExists("t-1".into()));
     let now = store.get("t-1").await.expect("get").expect("exists");
     assert_eq!(now, first, "nothing of the refused create was written");
-    assert!(
-        store
-            .history("t-1", None)
-            .await
-            .expect("history")
-            .is_empty()
-    );
+    assert!(no_history(&*store, "t-1").await);
 }
 
 pub async fn update_needs_the_version_it_read(store: Arc<dyn Store>) {
-    let base = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Submitted, at(0)),
-    )
-    .await;
+    let base = task_in(&*store, "t-1", TaskState::Submitted).await;
     let mut working = base.record.clone();
     working.status.state = TaskState::Working;
     let mut first = update(&base);
@@ -72,13 +59,7 @@ pub async fn update_needs_the_version_it_read(store: Arc<dyn Store>) {
         (2, &TaskState::Working)
     );
     assert_eq!(seqs(&*store, "t-1").await, vec![0, 1]);
-    assert!(
-        store
-            .history("t-1", None)
-            .await
-            .expect("history")
-            .is_empty()
-    );
+    assert!(no_history(&*store, "t-1").await);
 
     // An update without a new record still advances the version.
     let bump = commit_one(&*store, update(&now)).await.expect("bump");
@@ -93,11 +74,7 @@ pub async fn update_needs_the_version_it_read(store: Arc<dyn Store>) {
 }
 
 pub async fn update_checks_the_allowed_states(store: Arc<dyn Store>) {
-    let base = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
+    let base = task_in(&*store, "t-1", TaskState::Working).await;
     let mut wrong = update(&base);
     wrong.allowed_states = vec![TaskState::Submitted, TaskState::InputRequired];
     assert_eq!(
@@ -113,11 +90,7 @@ pub async fn update_checks_the_allowed_states(store: Arc<dyn Store>) {
 }
 
 pub async fn update_checks_the_actors_role(store: Arc<dyn Store>) {
-    let base = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
+    let base = task_in(&*store, "t-1", TaskState::Working).await;
     let mut promoted = base.record.clone();
     promoted
         .extension
@@ -159,11 +132,7 @@ pub async fn message_ids_are_deduplicated(store: Arc<dyn Store>) {
     let rec = record("t-1", "ctx", TEAM, TaskState::Working, at(0));
     let mut new = NewTask::new(rec.clone());
     new.message_ids = vec!["m-1".into()];
-    store
-        .commit(vec![Change::Create(Box::new(new))])
-        .await
-        .expect("create");
-    let base = store.get("t-1").await.expect("get").expect("exists");
+    let base = create_new(&*store, new).await;
 
     let mut again = update(&base);
     again.message_ids = vec!["m-1".into()];
@@ -175,14 +144,7 @@ pub async fn message_ids_are_deduplicated(store: Arc<dyn Store>) {
             message_id: "m-1".into()
         }
     );
-    assert!(
-        store
-            .history("t-1", None)
-            .await
-            .expect("history")
-            .is_empty(),
-        "nothing applied"
-    );
+    assert!(no_history(&*store, "t-1").await, "nothing applied");
 
     let item = |id: &str, secs| InboxItem {
         key: InboxKey {

@@ -86,11 +86,22 @@ pub(super) const TEAM: &[(&str, Role)] = &[
 pub(super) async fn create(store: &dyn Store, record: TaskRecord) -> StoredTask {
     let mut new = NewTask::new(record.clone());
     new.events.push(snapshot(&record));
+    create_new(store, new).await
+}
+
+/// Commits the creation of `new`, and reads the task back.
+pub(super) async fn create_new(store: &dyn Store, new: NewTask) -> StoredTask {
+    let id = new.record.id.clone();
     store
         .commit(vec![Change::Create(Box::new(new))])
         .await
         .expect("create");
-    store.get(&record.id).await.expect("get").expect("exists")
+    store.get(&id).await.expect("get").expect("exists")
+}
+
+/// Task `id` of the [`TEAM`], in `state` since `at(0)`, created.
+pub(super) async fn task_in(store: &dyn Store, id: &str, state: TaskState) -> StoredTask {
+    create(store, record(id, "ctx", TEAM, state, at(0))).await
 }
 
 pub(super) fn update(base: &StoredTask) -> TaskUpdate {
@@ -133,4 +144,26 @@ pub(super) fn artifact(id: &str, text: &str) -> Artifact {
         metadata: None,
         extensions: None,
     }
+}
+
+/// Whether the task's history is empty.
+pub(super) async fn no_history(store: &dyn Store, task: &str) -> bool {
+    store.history(task, None).await.expect("history").is_empty()
+}
+
+/// Runs `writers` writers at once, each on a task of its own, and sorts what they got into
+/// wins and losses.
+pub(super) async fn race<T, W>(
+    writers: usize,
+    writer: impl Fn(usize) -> W,
+) -> (Vec<Result<T, StoreError>>, Vec<Result<T, StoreError>>)
+where
+    T: Send + 'static,
+    W: Future<Output = Result<T, StoreError>> + Send + 'static,
+{
+    futures::future::join_all((0..writers).map(|i| tokio::spawn(writer(i))))
+        .await
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .partition(Result::is_ok)
 }

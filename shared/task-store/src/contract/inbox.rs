@@ -6,7 +6,8 @@ use std::sync::Arc;
 use a2a::TaskState;
 
 use super::fixtures::{
-    TEAM, at, commit_one, conflict, create, record, snapshot, status_event, update, user_message,
+    TEAM, at, commit_one, conflict, create, record, snapshot, status_event, task_in, update,
+    user_message,
 };
 use crate::error::{Conflict, StoreError};
 use crate::model::*;
@@ -175,11 +176,7 @@ pub async fn inbox(store: Arc<dyn Store>) {
         store.enqueue("nope", item("m-1", 0)).await,
         Err(StoreError::NotFound(_))
     ));
-    let base = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
+    let base = task_in(&*store, "t-1", TaskState::Working).await;
     for (id, secs) in [("m-3", 3), ("m-1", 1), ("m-2", 1)] {
         store.enqueue("t-1", item(id, secs)).await.expect("enqueue");
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use a2a::TaskState;
 use chrono::Duration;
 
-use super::fixtures::{TEAM, at, conflict, record, snapshot, user_message};
+use super::fixtures::{TEAM, at, conflict, create_new, record, snapshot, user_message};
 use crate::error::Conflict;
 use crate::model::*;
 use crate::port::Store;
@@ -78,11 +78,7 @@ pub async fn an_update_gives_up_the_runners_lease(store: Arc<dyn Store>) {
     };
     let mut new = NewTask::new(rec);
     new.lease = Some(lease.clone());
-    store
-        .commit(vec![Change::Create(Box::new(new))])
-        .await
-        .expect("create");
-    let base = store.get("t-1").await.expect("get").expect("exists");
+    let base = create_new(&*store, new).await;
     let mut update = TaskUpdate::new(base);
     update.history = vec![user_message("m-1", "last")];
     update.release = Some(lease.clone());

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use a2a::TaskState;
 use task_core::extension::{Participant, ParticipantKind, Role};
 
-use super::fixtures::{TEAM, at, commit_one, create, record, update};
+use super::fixtures::{TEAM, at, commit_one, create, record, task_in, update};
 use crate::error::StoreError;
 use crate::model::*;
 use crate::port::Store;
@@ -135,11 +135,7 @@ pub async fn list_is_scoped_ordered_filtered_and_paged(store: Arc<dyn Store>) {
 }
 
 pub async fn list_follows_participant_and_status_changes(store: Arc<dyn Store>) {
-    let first = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
+    let first = task_in(&*store, "t-1", TaskState::Working).await;
     create(
         &*store,
         record("t-2", "ctx", TEAM, TaskState::Working, at(10)),

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use a2a::TaskState;
 
 use super::fixtures::{
-    TEAM, artifact, at, commit_one, create, record, seqs, status_event, update, user_message,
+    TEAM, artifact, at, commit_one, create_new, record, seqs, status_event, task_in, update,
+    user_message,
 };
 use crate::error::StoreError;
 use crate::limits::MAX_DOCUMENT_BYTES;
@@ -14,11 +15,7 @@ use crate::model::*;
 use crate::port::Store;
 
 pub async fn events_are_gapless_and_readable_from_a_seq(store: Arc<dyn Store>) {
-    let mut base = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
+    let mut base = task_in(&*store, "t-1", TaskState::Working).await;
     for round in 0..4 {
         let mut u = update(&base);
         u.events = (0..3)
@@ -48,11 +45,7 @@ pub async fn events_are_gapless_and_readable_from_a_seq(store: Arc<dyn Store>) {
 }
 
 pub async fn history_reads_all_or_the_newest(store: Arc<dyn Store>) {
-    let mut base = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
+    let mut base = task_in(&*store, "t-1", TaskState::Working).await;
     for batch in 0..3 {
         let mut u = update(&base);
         u.history = (0..4)
@@ -81,11 +74,7 @@ pub async fn history_reads_all_or_the_newest(store: Arc<dyn Store>) {
 }
 
 pub async fn artifacts_keep_their_first_order(store: Arc<dyn Store>) {
-    let base = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
+    let base = task_in(&*store, "t-1", TaskState::Working).await;
     let mut u = update(&base);
     u.artifacts = vec![artifact("zeta", "z1"), artifact("alpha", "a1")];
     commit_one(&*store, u).await.expect("write");
@@ -111,11 +100,7 @@ pub async fn artifacts_keep_their_first_order(store: Arc<dyn Store>) {
 /// `TaskUpdate::applied` (what callers use instead of reading back after a commit) agrees
 /// with the store, for updates with and without a new record, events, history, artifacts.
 pub async fn an_update_applied_is_what_the_store_reads(store: Arc<dyn Store>) {
-    let mut base = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Submitted, at(0)),
-    )
-    .await;
+    let mut base = task_in(&*store, "t-1", TaskState::Submitted).await;
     type Step = Box<dyn Fn(&mut TaskUpdate)>;
     let steps: Vec<Step> = vec![
         Box::new(|u| {
@@ -154,11 +139,7 @@ pub async fn an_update_applied_is_what_the_store_reads(store: Arc<dyn Store>) {
 /// Transcript entries are numbered per task from 0, written with an update, read from a
 /// number on; the counters count them.
 pub async fn the_transcript_is_appended_and_read_from_a_number(store: Arc<dyn Store>) {
-    let base = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
+    let base = task_in(&*store, "t-1", TaskState::Working).await;
     assert!(store.transcript("t-1", 0).await.expect("read").is_empty());
     let mut u = update(&base);
     u.transcript = vec![
@@ -210,11 +191,7 @@ pub async fn audit_log(store: Arc<dyn Store>) {
     let rec = record("t-1", "ctx", TEAM, TaskState::Working, at(0));
     let mut new = NewTask::new(rec);
     new.audit = vec![entry(0, "m-0", true)];
-    store
-        .commit(vec![Change::Create(Box::new(new))])
-        .await
-        .expect("create");
-    let base = store.get("t-1").await.expect("get").expect("exists");
+    let base = create_new(&*store, new).await;
     let mut u = update(&base);
     // A refusal keeps the size and a short excerpt of what was refused, never all of it.
     let described = entry(1, "m-2", false).describing(1_800_000, &"x".repeat(10_000));

@@ -4,18 +4,16 @@ use std::sync::Arc;
 
 use a2a::{Part, TaskState};
 
-use super::fixtures::{TEAM, artifact, at, commit_one, create, record, update, user_message};
+use super::fixtures::{
+    TEAM, artifact, at, commit_one, no_history, record, task_in, update, user_message,
+};
 use crate::error::StoreError;
 use crate::limits::MAX_DOCUMENT_BYTES;
 use crate::model::*;
 use crate::port::Store;
 
 pub async fn documents_over_the_cap_are_refused(store: Arc<dyn Store>) {
-    let base = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
+    let base = task_in(&*store, "t-1", TaskState::Working).await;
     let mut u = update(&base);
     let mut huge = user_message("m-big", "");
     huge.parts = vec![
@@ -30,14 +28,7 @@ pub async fn documents_over_the_cap_are_refused(store: Arc<dyn Store>) {
         text.starts_with("message m-big is 1.0 MiB") && text.contains("part, #2,"),
         "{text}"
     );
-    assert!(
-        store
-            .history("t-1", None)
-            .await
-            .expect("history")
-            .is_empty(),
-        "nothing applied"
-    );
+    assert!(no_history(&*store, "t-1").await, "nothing applied");
 
     let mut big_task = base.record.clone();
     big_task.extension.description = "d".repeat(400 * 1024);
@@ -57,11 +48,7 @@ pub async fn documents_over_the_cap_are_refused(store: Arc<dyn Store>) {
 
 /// 5 MB of history in 100 KB messages and 200 artifacts, read back byte for byte.
 pub async fn a_long_conversation_is_stored_intact(store: Arc<dyn Store>) {
-    let mut base = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
+    let mut base = task_in(&*store, "t-1", TaskState::Working).await;
     let body = |i: usize| format!("{i:04}:{}", "lorem ipsum ".repeat(100 * 1024 / 12));
     let mut expected_history = Vec::new();
     for batch in 0..10 {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use a2a::TaskState;
 
 use super::fixtures::{
-    TEAM, at, commit_one, conflict, create, record, snapshot, status_event, update, user_message,
+    TEAM, at, commit_one, conflict, record, snapshot, status_event, task_in, update, user_message,
 };
 use crate::error::Conflict;
 use crate::model::*;
@@ -73,11 +73,7 @@ pub async fn get_newer_reads_only_a_changed_task(store: Arc<dyn Store>) {
         store.get_newer("t-1", 1).await.expect("get_newer"),
         Newer::Missing
     );
-    let base = create(
-        &*store,
-        record("t-1", "ctx", TEAM, TaskState::Working, at(0)),
-    )
-    .await;
+    let base = task_in(&*store, "t-1", TaskState::Working).await;
     assert_eq!(
         store
             .get_newer("t-1", base.version)
