@@ -1,7 +1,12 @@
 //! The contract suite: every operation and every conflict path of the store ports, and the
-//! concurrency guarantees, as async functions over any [`Store`](crate::Store). Each adapter's tests run
-//! all of them through [`contract_suite!`], each test on a fresh store (a new table, a new
-//! file).
+//! concurrency guarantees, as async functions over any [`Store`](crate::Store). Each adapter's
+//! tests run all of them through [`contract_suite!`](crate::contract_suite), each test on a
+//! fresh store (a new table, a new file).
+//!
+//! The tests live by concern: `tasks` (create, get, submit order), `conditions` (existence,
+//! version, states, role, message ids, atomic multi-task commits), `reads` (events, history,
+//! artifacts, transcript, audit), `sizes`, `inbox`, `leases`, `list`, `push` (push configs)
+//! and `concurrency`; `fixtures` holds what they share.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod concurrency;
