@@ -15,7 +15,7 @@ use std::ops::{Bound, RangeBounds};
 
 use redb::{Key, ReadOnlyTable, ReadTransaction, ReadableDatabase, StorageError, Table, Value};
 
-use crate::Def;
+use crate::items::Def;
 use crate::memtable::{Found, Lookup, MemTable, Merged, overlay};
 
 const PUT: u8 = 1;

@@ -24,8 +24,8 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use redb::{AccessGuard, Key, StorageError, Value};
 
-/// A key type's order over its encoded bytes (redb's `Key::compare`).
-pub(crate) type Compare = fn(&[u8], &[u8]) -> Ordering;
+use crate::items::{Compare, TABLES};
+
 /// Encoded bytes, shared between a layer and its readers.
 pub(crate) type Bytes = Arc<[u8]>;
 
@@ -188,7 +188,7 @@ fn pick(versions: &[Version], upto: u64) -> Lookup<'_> {
 }
 
 /// The store's tables, in the order of their tags.
-pub(crate) type MemTables = [MemTable; crate::TABLES];
+pub(crate) type MemTables = [MemTable; TABLES];
 
 /// The writes of a span of groups, for every table; shared by the writer and readers.
 pub(crate) struct Layer {
@@ -198,7 +198,7 @@ pub(crate) struct Layer {
 }
 
 impl Layer {
-    pub(crate) fn new(compares: [Compare; crate::TABLES]) -> Self {
+    pub(crate) fn new(compares: [Compare; TABLES]) -> Self {
         Self {
             tables: RwLock::new(compares.map(MemTable::new)),
             bytes: std::sync::atomic::AtomicUsize::new(0),

@@ -18,8 +18,11 @@ use task_store::{
     Conflict, DeleteScope, PushConfig, PushConfigStore, StoreError, StoreResult, StoredPushConfig,
 };
 
-use crate::writer::backend;
-use crate::{EmbeddedStore, PUSH, Tables, json, meta_of, parse};
+use crate::EmbeddedStore;
+use crate::commit::meta_of;
+use crate::error::backend;
+use crate::items::{PUSH, json, parse};
+use crate::tables::Tables;
 
 #[derive(Serialize)]
 struct Doc<'a> {

@@ -28,6 +28,10 @@ use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use task_store::StoreResult;
+
+use crate::error::backend;
+
 const MAGIC: u32 = 0x5448_574c; // "THWL"
 const HEADER_LEN: usize = 4 + 4 + 8 + 4;
 /// Larger payloads are refused (a group is at most 512 jobs of at most a few MB each).
@@ -233,6 +237,30 @@ fn decode(bytes: &[u8], at: usize) -> Option<(Record, usize)> {
         },
         start + len,
     ))
+}
+
+/// How many groups of writes the write-ahead log beside the database file at `path` holds:
+/// those committed since the last checkpoint, which the next opening replays unless the store
+/// was closed cleanly (closing checkpoints). While the store is open, a log whose checkpoint is
+/// being written still counts. For operators and tests; it reads the log only.
+pub fn groups_in_log(path: impl AsRef<Path>) -> StoreResult<usize> {
+    let mut groups = 0;
+    for log in wal_paths(path.as_ref()) {
+        groups += Wal::peek(&log).map_err(backend)?.len();
+    }
+    Ok(groups)
+}
+
+/// The write-ahead log of the store at `path`: two files beside it, its name with `.wal`
+/// and `.wal2` appended. Groups go to one until its groups are checkpointed, then to the
+/// other while the checkpoint is written.
+pub(crate) fn wal_paths(path: &Path) -> [std::path::PathBuf; 2] {
+    ["wal", "wal2"].map(|ext| {
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(".");
+        name.push(ext);
+        path.with_file_name(name)
+    })
 }
 
 #[cfg(test)]

@@ -36,10 +36,13 @@ use std::time::{Duration, Instant};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use task_store::{StoreError, StoreResult};
 
+use crate::error::backend;
+use crate::items::compares;
 use crate::logged::Disk;
 use crate::memtable::Layer;
+use crate::snapshot::Snapshot;
+use crate::tables::{FileTables, Tables, undo_writes};
 use crate::wal::{AppendError, Wal};
-use crate::{FileTables, Snapshot, Tables, compares, undo_writes};
 
 /// Most jobs one commit covers (bounds a caller's wait under a flood of writes).
 const MAX_BATCH: usize = 512;
@@ -56,10 +59,6 @@ const IN_FLIGHT_POLL: Duration = Duration::from_millis(10);
 /// "seq" → the last group a durable commit covers: the log's records up to it are applied.
 const CHECKPOINT: TableDefinition<&str, u64> = TableDefinition::new("wal_checkpoint");
 const CHECKPOINT_KEY: &str = "seq";
-
-pub(crate) fn backend(err: impl std::fmt::Display) -> StoreError {
-    StoreError::backend(std::io::Error::other(err.to_string()))
-}
 
 /// What running a job did to the shared group.
 enum Ran {
@@ -700,8 +699,8 @@ fn close(db: &Database, view: &View, log: &mut Log, checkpoints: &mut Checkpoint
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::items::{TABLES, TASKS};
     use crate::memtable::MemTables;
-    use crate::{TABLES, TASKS};
 
     /// The log payload of a group that writes `rows` into the tasks table.
     fn group(seq: u64, rows: &[(&str, &str)]) -> Vec<u8> {

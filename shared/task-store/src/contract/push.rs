@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use a2a::{TaskPushNotificationConfig, TaskState};
 
-use super::{TEAM, at, conflict, create, record};
+use super::fixtures::{conflict, race, task_in};
 use crate::error::{Conflict, StoreError};
 use crate::limits::{MAX_PUSH_CONFIGS_PER_PARTICIPANT, MAX_PUSH_CONFIGS_PER_TASK};
 use crate::model::*;
@@ -49,7 +49,7 @@ fn too_many(task: &str, per_participant: bool) -> Conflict {
 }
 
 async fn working_task(store: &dyn Store, id: &str) {
-    create(store, record(id, "ctx", TEAM, TaskState::Working, at(0))).await;
+    task_in(store, id, TaskState::Working).await;
 }
 
 pub async fn push_configs(store: Arc<dyn Store>) {
@@ -273,19 +273,15 @@ pub async fn push_configs_are_capped(store: Arc<dyn Store>) {
 pub async fn concurrent_push_config_writes_keep_the_rules(store: Arc<dyn Store>) {
     working_task(&*store, "t-1").await;
     let per = MAX_PUSH_CONFIGS_PER_PARTICIPANT;
-    let outcomes = futures::future::join_all((0..per * 2).map(|i| {
+    let (wins, losses) = race(per * 2, |i| {
         let store = store.clone();
-        tokio::spawn(async move {
+        async move {
             store
                 .put_push_config("alice", push("t-1", &format!("c{i:02}"), "https://a"))
                 .await
-        })
-    }))
+        }
+    })
     .await;
-    let (wins, losses): (Vec<_>, Vec<_>) = outcomes
-        .into_iter()
-        .map(|r| r.expect("task"))
-        .partition(Result::is_ok);
     assert_eq!(wins.len(), per);
     for loss in losses {
         assert_eq!(conflict(loss), too_many("t-1", true));

@@ -1,0 +1,91 @@
+//! Opening the store: the redb file (refusing one of an earlier layout), every table created
+//! up front, then recovery (the write-ahead log replayed, [`writer::Log::recover`]) and the
+//! writer started.
+
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use redb::{Database, TableHandle};
+use task_store::{StoreError, StoreResult};
+
+use crate::error::backend;
+use crate::items::OLD_LAYOUT_TABLES;
+use crate::push::tasks_with_push_configs;
+use crate::tables::FileTables;
+use crate::wal::wal_paths;
+use crate::{EmbeddedStore, Options, writer};
+
+impl EmbeddedStore {
+    /// Opens the store at `path`, creating it if needed.
+    pub fn open(path: impl AsRef<Path>) -> StoreResult<Self> {
+        Self::open_with(path, Options::default())
+    }
+
+    /// Opens the store at `path` with `options`, creating it if needed.
+    pub fn open_with(path: impl AsRef<Path>, options: Options) -> StoreResult<Self> {
+        let path = path.as_ref();
+        let db = Database::builder()
+            .set_cache_size(options.cache_bytes)
+            .create(path)
+            .map_err(backend)?;
+        let txn = db.begin_write().map_err(backend)?;
+        if let Some(old) = txn
+            .list_tables()
+            .map_err(backend)?
+            .find(|t| OLD_LAYOUT_TABLES.contains(&t.name()))
+        {
+            return Err(StoreError::Invalid(format!(
+                "{} was written by an earlier version of the embedded store (table {:?}); \
+                 move it away to start afresh",
+                path.display(),
+                old.name()
+            )));
+        }
+        // Create every table up front, so readers never meet a missing one.
+        drop(FileTables::open(&txn).map_err(backend)?);
+        txn.commit().map_err(backend)?;
+        let (log, spare) = writer::Log::recover(&db, &wal_paths(path))?;
+        let db = Arc::new(db);
+        let view = Arc::new(writer::View::new(log.last_group()));
+        let push_tasks = Arc::new(RwLock::new(tasks_with_push_configs(&db)?));
+        let writer = Arc::new(writer::Writer::start(
+            db.clone(),
+            view.clone(),
+            log,
+            spare,
+            options.checkpoint_interval,
+        )?);
+        Ok(Self {
+            db,
+            view,
+            writer,
+            push_tasks,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redb::TableDefinition;
+
+    use super::*;
+
+    #[test]
+    fn a_file_of_the_first_layout_is_refused_with_the_reason() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("old.redb");
+        {
+            let db = Database::create(&path).expect("create");
+            let txn = db.begin_write().expect("write");
+            let old: TableDefinition<&str, &str> = TableDefinition::new("tasks");
+            txn.open_table(old)
+                .expect("table")
+                .insert("t", "{}")
+                .expect("insert");
+            txn.commit().expect("commit");
+        }
+        let err = EmbeddedStore::open(&path).err().expect("refused");
+        assert!(err.to_string().contains("earlier version"), "{err}");
+        assert!(err.to_string().contains("move it away"), "{err}");
+    }
+}
