@@ -4,7 +4,7 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
-use task_store::{ListQuery, StoreError, StoreResult, TaskPage, TaskRecord};
+use task_store::{ListQuery, StoreError, StoreResult, TaskPage};
 
 use crate::EmbeddedStore;
 use crate::error::backend;
@@ -34,7 +34,7 @@ impl EmbeddedStore {
                 let Some(task) = reads::task(snapshot, task_id)? else {
                     continue;
                 };
-                if !matches(query, &task.record) {
+                if !query.matches(&task.record) {
                     continue;
                 }
                 total += 1;
@@ -84,15 +84,4 @@ fn decode_token(text: &str) -> StoreResult<PageToken> {
     let invalid = || StoreError::Invalid("invalid page token".to_owned());
     let bytes = URL_SAFE_NO_PAD.decode(text).map_err(|_| invalid())?;
     serde_json::from_slice(&bytes).map_err(|_| invalid())
-}
-
-fn matches(query: &ListQuery, record: &TaskRecord) -> bool {
-    query
-        .context_id
-        .as_ref()
-        .is_none_or(|c| *c == record.context_id)
-        && query.state.as_ref().is_none_or(|s| s == record.state())
-        && query
-            .status_after
-            .is_none_or(|after| record.status.timestamp.is_some_and(|ts| ts >= after))
 }

@@ -139,6 +139,12 @@ pub async fn leases(store: Arc<dyn Store>) {
             .expect("expired")
             .is_empty()
     );
+    // Lease::expired: a lease is over from the instant it expires, for the sweep as for
+    // acquire.
+    assert_eq!(
+        store.expired_leases(at(50), 10).await.expect("expired"),
+        vec!["t-1".to_owned()]
+    );
     assert_eq!(
         store.expired_leases(at(51), 10).await.expect("expired"),
         vec!["t-1".to_owned()]
