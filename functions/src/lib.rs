@@ -18,7 +18,6 @@ mod service;
 use std::sync::Arc;
 
 use a2a_http::{Method, Serves};
-use a2a_service::push::{PushOptions, PushSender, WebhookPolicy};
 use lambda_runtime::{LambdaEvent, service_fn};
 use store_dynamodb::DynamoDbStore;
 
@@ -52,14 +51,13 @@ async fn store(config: &FunctionConfig) -> (aws_config::SdkConfig, Arc<DynamoDbS
     )
 }
 
-/// The `main` of an HTTP function: configuration, clients, then invocations until the
+/// The `main` of an HTTP function: configuration, clients (through the assembly), then invocations until the
 /// runtime stops. Errors here are init errors (reported to Lambda as such).
 pub async fn run_http(serves: Serves) -> Result<(), lambda_runtime::Error> {
     init_tracing();
     let config = FunctionConfig::from_env()?;
     let (sdk, store) = store(&config).await;
-    let agent =
-        service::agent(&config, &sdk).map_err(|e| lambda_runtime::Error::from(e.to_string()))?;
+    let agent = assembly::agent(&config.settings, Some(&sdk)).await?;
     let mut app = App::with_agent(store, &config, serves, agent);
     if let Some(dispatcher) = runner::dispatcher(&sdk, config.runner_function.as_deref()) {
         app = app.with_dispatcher(dispatcher);
@@ -81,13 +79,7 @@ pub async fn run_rest(method: Method) -> Result<(), lambda_runtime::Error> {
 pub async fn run_notifier() -> Result<(), lambda_runtime::Error> {
     init_tracing();
     let config = FunctionConfig::from_env()?;
-    let sender = PushSender::new(PushOptions {
-        policy: WebhookPolicy {
-            allow_private: config.allow_private_webhooks,
-        },
-        ..PushOptions::default()
-    })
-    .map_err(|e| lambda_runtime::Error::from(e.to_string()))?;
+    let sender = assembly::push_sender(&config.settings)?;
     let (_, store) = store(&config).await;
     let notifier = Arc::new(Notifier::new(store, Arc::new(sender)));
     tracing::info!(table = %config.table, "push notifier ready");
@@ -104,10 +96,9 @@ pub async fn run_notifier() -> Result<(), lambda_runtime::Error> {
 async fn background_service() -> Result<a2a_service::Service, lambda_runtime::Error> {
     let config = FunctionConfig::from_env()?;
     let (sdk, store) = store(&config).await;
-    let agent =
-        service::agent(&config, &sdk).map_err(|e| lambda_runtime::Error::from(e.to_string()))?;
+    let agent = assembly::agent(&config.settings, Some(&sdk)).await?;
     tracing::info!(table = %config.table, "function ready");
-    Ok(service::background(store, &config, agent))
+    Ok(service::service(store, &config, agent))
 }
 
 /// The `main` of the runner: one handed-off run per invocation (see [`runner`]).

@@ -21,42 +21,47 @@ pub enum AssemblyError {
     Push(String),
 }
 
-/// Which model providers the model agent gets besides the offline ones.
-#[derive(Clone, Copy)]
-pub enum Providers<'a> {
-    /// The offline models only (tests).
-    Offline,
-    /// OpenAI-compatible endpoints and, when the catalog has a Bedrock model, Bedrock over
-    /// this AWS configuration (`None`: the standard AWS environment, read then).
-    Network(Option<&'a aws_config::SdkConfig>),
-}
-
-/// The agent `settings` choose: the model agent over the catalog, or the TCK's.
+/// The agent `settings` choose: the model agent over the catalog, with the network model
+/// providers (OpenAI-compatible endpoints; Bedrock over `aws`, or the standard AWS
+/// environment when `None`), or the TCK's.
 pub async fn agent(
     settings: &Settings,
-    providers: Providers<'_>,
+    aws: Option<&aws_config::SdkConfig>,
 ) -> Result<Arc<dyn Agent>, AssemblyError> {
     if settings.agent_profile == AgentProfile::Tck {
         return Ok(Arc::new(TckAgent::new()));
     }
-    let mut setup = ModelAgentConfig::for_catalog(settings.catalog.clone());
-    if let Providers::Network(aws) = providers {
-        // OpenAI-compatible models read their keys from the environment at each call.
-        setup.models = setup.models.with_openai()?;
-        // Bedrock's credentials and region are looked up only when the catalog has a
-        // Bedrock model, so that an offline start asks nothing of AWS.
-        if setup.catalog.uses(ProviderKind::Bedrock) {
-            let sdk = match aws {
-                Some(sdk) => sdk.clone(),
-                None => store_dynamodb::sdk_config().await,
-            };
-            setup.models = setup.models.with_bedrock(&sdk);
-        }
+    let mut setup = model_agent_config(settings);
+    // OpenAI-compatible models read their keys from the environment at each call.
+    setup.models = setup.models.with_openai()?;
+    // Bedrock's credentials and region are looked up only when the catalog has a Bedrock
+    // model, so that an offline start asks nothing of AWS.
+    if setup.catalog.uses(ProviderKind::Bedrock) {
+        let sdk = match aws {
+            Some(sdk) => sdk.clone(),
+            None => store_dynamodb::sdk_config().await,
+        };
+        setup.models = setup.models.with_bedrock(&sdk);
     }
+    Ok(Arc::new(ModelAgent::new(setup)))
+}
+
+/// The agent `settings` choose, with the offline model providers only (tests).
+pub fn offline_agent(settings: &Settings) -> Arc<dyn Agent> {
+    match settings.agent_profile {
+        AgentProfile::Model => Arc::new(ModelAgent::new(model_agent_config(settings))),
+        AgentProfile::Tck => Arc::new(TckAgent::new()),
+    }
+}
+
+/// The model agent's setup over the offline providers: the catalog, the skills shipped with
+/// the service, the remote agents, the turn limit.
+fn model_agent_config(settings: &Settings) -> ModelAgentConfig {
+    let mut setup = ModelAgentConfig::for_catalog(settings.catalog.clone());
     setup.skills = Arc::new(a2a_service::config::load_skills(&settings.skills_dir));
     setup.remote_agents = settings.remote_agents.clone();
     setup.max_turns = settings.max_turns;
-    Ok(Arc::new(ModelAgent::new(setup)))
+    setup
 }
 
 /// What the host adds to the service: the URL it is reached at, its name in lease owners,

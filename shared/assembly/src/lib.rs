@@ -9,5 +9,7 @@ pub mod build;
 pub mod names;
 pub mod settings;
 
-pub use build::{AssemblyError, HostParts, Providers, agent, push_sender, service, service_config};
-pub use settings::{AgentProfile, ConfigError, Settings};
+pub use build::{
+    AssemblyError, HostParts, agent, offline_agent, push_sender, service, service_config,
+};
+pub use settings::{AgentProfile, ConfigError, Settings, refuse_renamed};

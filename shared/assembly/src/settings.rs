@@ -141,6 +141,20 @@ impl Settings {
     }
 }
 
+/// An error if `lookup` finds one of the old names `olds` selects set: it names the new one.
+pub fn refuse_renamed(
+    lookup: impl Fn(&'static str) -> Option<String>,
+    olds: impl Fn(&names::Renamed) -> bool,
+) -> Result<(), ConfigError> {
+    match names::renamed_in(lookup, olds) {
+        None => Ok(()),
+        Some(renamed) => Err(invalid(
+            renamed.old,
+            format!("this variable was renamed: set {} instead", renamed.new),
+        )),
+    }
+}
+
 /// `TH_AGENT_ID`, or the service's default id (the authorizer reads it the same way).
 pub fn agent_id(lookup: impl Fn(&'static str) -> Option<String>) -> String {
     lookup(names::AGENT_ID)

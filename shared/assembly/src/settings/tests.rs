@@ -106,3 +106,12 @@ fn the_catalog_comes_from_its_text_or_its_file_never_both() {
         "{misplaced}"
     );
 }
+
+#[test]
+fn an_old_name_is_refused_with_its_new_one() {
+    let lookup = |n: &'static str| (n == "MODEL_CATALOG").then(|| "{}".to_owned());
+    let error = refuse_renamed(lookup, |_| true).expect_err("renamed");
+    assert_eq!(error.variable, "MODEL_CATALOG");
+    assert!(error.reason.contains("TH_MODEL_CATALOG_JSON"), "{error}");
+    assert!(refuse_renamed(lookup, |r| r.local_server).is_ok());
+}
