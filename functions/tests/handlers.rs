@@ -426,7 +426,8 @@ async fn behind_an_authorizer_the_verified_subject_is_the_participant() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verified_subject_equal_to_the_agent_id_is_refused() {
     // The lambda authorizer fixture's principal is "bob": here, the agent's own id.
-    let deployment = Deployment::with_env(&[("TH_AUTH_MODE", "authorizer"), ("TH_AGENT_ID", "bob")]);
+    let deployment =
+        Deployment::with_env(&[("TH_AUTH_MODE", "authorizer"), ("TH_AGENT_ID", "bob")]);
     let send = Serves::Rest(Method::SendMessage);
     let call = Call::post("/message:send", &json!({"message": message(None, "hello")}));
     let got = invoke(

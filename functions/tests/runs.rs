@@ -189,7 +189,10 @@ async fn the_functions_agent_reads_the_shipped_skills_and_keeps_the_turn_limit()
         {"text": "summarised"}
     ]});
     let catalog = scripted_catalog(dir.path(), &script);
-    let deployment = Deployment::with_env(&[("TH_MODEL_CATALOG_JSON", &catalog), ("TH_SKILLS_DIR", &skills)]);
+    let deployment = Deployment::with_env(&[
+        ("TH_MODEL_CATALOG_JSON", &catalog),
+        ("TH_SKILLS_DIR", &skills),
+    ]);
     let task = send_blocking(&deployment, "summarise this").await;
     let id = task["id"].as_str().unwrap();
     let results: Vec<String> = deployment
