@@ -18,29 +18,33 @@ const CATALOG: &str = r#"{
   ]
 }"#;
 
+/// The catalog as a file (`--model-catalog`) or as its text (`--model-catalog-json`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_model_catalog_file_is_what_model_commands_see() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let catalog = dir.path().join("catalog.json");
     std::fs::write(&catalog, CATALOG).unwrap();
-    let server = Server::builder()
-        .arg("--model-catalog")
-        .arg(catalog.to_str().unwrap())
-        .start();
-    let api = server.client().api(Binding::JsonRpc);
-    let task = api.send_ok(send_req(text("alice", "hello"))).await;
+    for (flag, value) in [
+        ("--model-catalog", catalog.to_str().unwrap()),
+        ("--model-catalog-json", CATALOG),
+    ] {
+        let server = Server::builder().arg(flag).arg(value).start();
+        let api = server.client().api(Binding::JsonRpc);
+        let task = api.send_ok(send_req(text("alice", "hello"))).await;
 
-    let shown = api
-        .send_ok(send_req(on(text("alice", "/model"), &task)))
-        .await;
-    assert_eq!(
-        status_text(&shown),
-        "model: echo (default); available: echo (echo), claude-sonnet (bedrock)"
-    );
-    let set = api
-        .send_ok(send_req(on(text("alice", "/model claude-sonnet"), &task)))
-        .await;
-    assert_eq!(ext(&set)["model"], "claude-sonnet", "{set}");
+        let shown = api
+            .send_ok(send_req(on(text("alice", "/model"), &task)))
+            .await;
+        assert_eq!(
+            status_text(&shown),
+            "model: echo (default); available: echo (echo), claude-sonnet (bedrock)",
+            "{flag}"
+        );
+        let set = api
+            .send_ok(send_req(on(text("alice", "/model claude-sonnet"), &task)))
+            .await;
+        assert_eq!(ext(&set)["model"], "claude-sonnet", "{set}");
+    }
 }
 
 #[test]
@@ -130,23 +134,6 @@ async fn the_example_catalog_runs_its_scripted_demo_offline() {
         .send_ok(send_req(on(text("alice", "/model echo"), &task)))
         .await;
     assert_eq!(ext(&switched)["model"], "echo", "{switched}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_model_catalog_json_text_is_read_like_its_file() {
-    let server = Server::builder()
-        .arg("--model-catalog-json")
-        .arg(CATALOG)
-        .start();
-    let api = server.client().api(Binding::JsonRpc);
-    let task = api.send_ok(send_req(text("alice", "hello"))).await;
-    let shown = api
-        .send_ok(send_req(on(text("alice", "/model"), &task)))
-        .await;
-    assert_eq!(
-        status_text(&shown),
-        "model: echo (default); available: echo (echo), claude-sonnet (bedrock)"
-    );
 }
 
 /// An old variable name stops the start with its new name; the catalog is given one way.
