@@ -31,13 +31,13 @@ INIT_ERROR = "/2018-06-01/runtime/init/error"
 
 # What the template gives the functions, with values that need no network at init.
 FUNCTION_ENV = {
-    "TABLE_NAME": "a2a-tasks",
-    "BASE_URL": "https://example.execute-api.us-east-1.amazonaws.com/v1",
-    "AUTH_MODE": "none",
-    "RUNNER_FUNCTION": "a2a-runner",
-    "JWT_ISSUER": "https://issuer.example",
-    "JWT_AUDIENCE": "a2a",
-    "JWT_JWKS_URL": "https://issuer.example/.well-known/jwks.json",
+    "TH_TABLE": "a2a-tasks",
+    "TH_BASE_URL": "https://example.execute-api.us-east-1.amazonaws.com/v1",
+    "TH_AUTH_MODE": "none",
+    "TH_RUNNER_FUNCTION": "a2a-runner",
+    "TH_JWT_ISSUER": "https://issuer.example",
+    "TH_JWT_AUDIENCE": "a2a",
+    "TH_JWT_JWKS_URL": "https://issuer.example/.well-known/jwks.json",
 }
 
 

@@ -1,6 +1,6 @@
 //! The `authorizer` function: an API Gateway REST API (v1) **TOKEN Lambda authorizer** that
 //! verifies a bearer JWT from one issuer for one audience, so that a deployment can run with
-//! `AUTH_MODE=authorizer` and the token's verified subject as the participant (the functions
+//! `TH_AUTH_MODE=authorizer` and the token's verified subject as the participant (the functions
 //! read it from `requestContext.authorizer.principalId`, see [`crate::identity`]).
 //!
 //! # Environment (read once, at init; a missing or malformed variable fails the init with a
@@ -8,20 +8,20 @@
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `JWT_ISSUER` | (required) | the issuer: an `https` URL (`http` only on a loopback host, for tests); tokens must carry exactly this `iss` |
-//! | `JWT_AUDIENCE` | (required) | the audience: the token's `aud` (a string or an array) must contain it |
-//! | `JWT_JWKS_URL` | discovered | the issuer's JWKS; unset, the `jwks_uri` of `{issuer}/.well-known/openid-configuration` (a trailing `/` of the issuer is dropped first) |
-//! | `JWT_ALGORITHMS` | `RS256,ES256` | the signature algorithms accepted, separated by commas (`RS*`, `PS*`, `ES256`, `ES384`, `EdDSA`); `none` and the shared-secret `HS*` are refused |
-//! | `AGENT_ID` | `tiny-harness` | the service agent's participant id, as the other functions read it: a token whose `sub` is this id is refused |
+//! | `TH_JWT_ISSUER` | (required) | the issuer: an `https` URL (`http` only on a loopback host, for tests); tokens must carry exactly this `iss` |
+//! | `TH_JWT_AUDIENCE` | (required) | the audience: the token's `aud` (a string or an array) must contain it |
+//! | `TH_JWT_JWKS_URL` | discovered | the issuer's JWKS; unset, the `jwks_uri` of `{issuer}/.well-known/openid-configuration` (a trailing `/` of the issuer is dropped first) |
+//! | `TH_JWT_ALGORITHMS` | `RS256,ES256` | the signature algorithms accepted, separated by commas (`RS*`, `PS*`, `ES256`, `ES384`, `EdDSA`); `none` and the shared-secret `HS*` are refused |
+//! | `TH_AGENT_ID` | `tiny-harness` | the service agent's participant id, as the other functions read it: a token whose `sub` is this id is refused |
 //!
 //! # Behaviour
 //!
 //! The event's `authorizationToken` must be `Bearer <jwt>` (the scheme in any case). The token
-//! is accepted when its header's `alg` is one of `JWT_ALGORITHMS`, its `kid` names a key of
+//! is accepted when its header's `alg` is one of `TH_JWT_ALGORITHMS`, its `kid` names a key of
 //! the issuer's JWKS (whose own `alg` and `use`, where given, agree: `alg` the token's, `use`
-//! `sig`) and its signature verifies with that key, `iss` is `JWT_ISSUER`, `aud` contains
-//! `JWT_AUDIENCE`, `exp` is present and `exp`/`nbf` hold with [`LEEWAY_SECS`] (30 s) of leeway,
-//! and `sub` is a non-empty string other than `AGENT_ID` (the agent's id is reserved: a caller
+//! `sig`) and its signature verifies with that key, `iss` is `TH_JWT_ISSUER`, `aud` contains
+//! `TH_JWT_AUDIENCE`, `exp` is present and `exp`/`nbf` hold with [`LEEWAY_SECS`] (30 s) of leeway,
+//! and `sub` is a non-empty string other than `TH_AGENT_ID` (the agent's id is reserved: a caller
 //! acting as the agent would see every task). The answer is then an IAM policy allowing `execute-api:Invoke` on every
 //! method and path of the stage the request came through, `arn:{partition}:execute-api:
 //! {region}:{account}:{apiId}/{stage}/*/*` (derived from the event's `methodArn`, so that a
@@ -66,11 +66,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use a2a_service::config::ServiceConfig;
+use assembly::names;
 
 use crate::config::{ConfigError, invalid, var};
 
-/// The algorithms accepted when `JWT_ALGORITHMS` is unset.
+/// The algorithms accepted when `TH_JWT_ALGORITHMS` is unset.
 pub const DEFAULT_ALGORITHMS: [Algorithm; 2] = [Algorithm::RS256, Algorithm::ES256];
 /// Clock skew tolerated on `exp` and `nbf`, in seconds. Small, because it adds to API
 /// Gateway's cache of the answer in how long a token works past its `exp` (issuers and Lambda
@@ -89,15 +89,15 @@ const MAX_REDIRECTS: usize = 5;
 /// What the authorizer reads from its environment.
 #[derive(Debug, Clone)]
 pub struct AuthorizerConfig {
-    /// `JWT_ISSUER`: the `iss` tokens must carry, and the base of the discovery document.
+    /// `TH_JWT_ISSUER`: the `iss` tokens must carry, and the base of the discovery document.
     pub issuer: String,
-    /// `JWT_AUDIENCE`: the audience tokens' `aud` must contain.
+    /// `TH_JWT_AUDIENCE`: the audience tokens' `aud` must contain.
     pub audience: String,
-    /// `JWT_JWKS_URL`: the JWKS (unset: discovered from the issuer).
+    /// `TH_JWT_JWKS_URL`: the JWKS (unset: discovered from the issuer).
     pub jwks_url: Option<Url>,
-    /// `JWT_ALGORITHMS`: the signature algorithms accepted (default RS256 and ES256).
+    /// `TH_JWT_ALGORITHMS`: the signature algorithms accepted (default RS256 and ES256).
     pub algorithms: Vec<Algorithm>,
-    /// `AGENT_ID`: the service agent's participant id (default as the functions'), which no
+    /// `TH_AGENT_ID`: the service agent's participant id (default as the functions'), which no
     /// token's subject may be.
     pub agent_id: String,
 }
@@ -161,31 +161,32 @@ impl AuthorizerConfig {
     pub fn from_lookup(
         lookup: impl Fn(&'static str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
+        assembly::refuse_renamed(&lookup, |_| true)?;
         let read = |name| {
             lookup(name)
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
         };
-        let issuer = read("JWT_ISSUER").ok_or_else(|| invalid("JWT_ISSUER", "not set"))?;
-        let issuer_url = fetchable_url(&issuer).map_err(|e| invalid("JWT_ISSUER", e))?;
+        let issuer =
+            read(names::JWT_ISSUER).ok_or_else(|| invalid(names::JWT_ISSUER, "not set"))?;
+        let issuer_url = fetchable_url(&issuer).map_err(|e| invalid(names::JWT_ISSUER, e))?;
         if issuer_url.query().is_some() || issuer_url.fragment().is_some() {
             return Err(invalid(
-                "JWT_ISSUER",
+                names::JWT_ISSUER,
                 "an issuer URL has no query and no fragment",
             ));
         }
-        let audience = read("JWT_AUDIENCE").ok_or_else(|| invalid("JWT_AUDIENCE", "not set"))?;
-        let jwks_url = read("JWT_JWKS_URL")
-            .map(|url| fetchable_url(&url).map_err(|e| invalid("JWT_JWKS_URL", e)))
+        let audience =
+            read(names::JWT_AUDIENCE).ok_or_else(|| invalid(names::JWT_AUDIENCE, "not set"))?;
+        let jwks_url = read(names::JWT_JWKS_URL)
+            .map(|url| fetchable_url(&url).map_err(|e| invalid(names::JWT_JWKS_URL, e)))
             .transpose()?;
-        let algorithms = match read("JWT_ALGORITHMS") {
+        let algorithms = match read(names::JWT_ALGORITHMS) {
             None => DEFAULT_ALGORITHMS.to_vec(),
-            Some(list) => parse_algorithms(&list).map_err(|e| invalid("JWT_ALGORITHMS", e))?,
+            Some(list) => parse_algorithms(&list).map_err(|e| invalid(names::JWT_ALGORITHMS, e))?,
         };
-        // Read exactly as the functions read it (`FunctionConfig`), with the same default.
-        let agent_id = lookup("AGENT_ID")
-            .filter(|v| !v.is_empty())
-            .unwrap_or_else(|| ServiceConfig::local(String::new()).agent_id);
+        // Read exactly as the functions read it (the assembly's settings), with the same default.
+        let agent_id = assembly::settings::agent_id(&lookup);
         Ok(Self {
             issuer,
             audience,
@@ -583,8 +584,8 @@ mod tests {
     #[test]
     fn configuration_defaults_and_errors_name_their_variable() {
         let c = read(&[
-            ("JWT_ISSUER", "https://issuer.example/"),
-            ("JWT_AUDIENCE", "tiny-harness"),
+            ("TH_JWT_ISSUER", "https://issuer.example/"),
+            ("TH_JWT_AUDIENCE", "tiny-harness"),
         ])
         .expect("valid");
         assert_eq!(c.issuer, "https://issuer.example/");
@@ -598,11 +599,11 @@ mod tests {
         );
 
         let c = read(&[
-            ("JWT_ISSUER", "http://127.0.0.1:8080/realms/a2a"),
-            ("JWT_AUDIENCE", "aud"),
-            ("JWT_JWKS_URL", "http://localhost:8080/certs"),
-            ("JWT_ALGORITHMS", " ES384, PS256 ,ES384"),
-            ("AGENT_ID", "billing-agent"),
+            ("TH_JWT_ISSUER", "http://127.0.0.1:8080/realms/a2a"),
+            ("TH_JWT_AUDIENCE", "aud"),
+            ("TH_JWT_JWKS_URL", "http://localhost:8080/certs"),
+            ("TH_JWT_ALGORITHMS", " ES384, PS256 ,ES384"),
+            ("TH_AGENT_ID", "billing-agent"),
         ])
         .expect("loopback http is allowed");
         assert_eq!(c.agent_id, "billing-agent");
@@ -617,21 +618,21 @@ mod tests {
         );
 
         let base = [
-            ("JWT_ISSUER", "https://issuer.example"),
-            ("JWT_AUDIENCE", "aud"),
+            ("TH_JWT_ISSUER", "https://issuer.example"),
+            ("TH_JWT_AUDIENCE", "aud"),
         ];
         for (name, value) in [
-            ("JWT_ISSUER", ""),
-            ("JWT_ISSUER", "issuer.example"),
-            ("JWT_ISSUER", "http://issuer.example"),
-            ("JWT_ISSUER", "http://10.0.0.1"),
-            ("JWT_ISSUER", "https://issuer.example/?tenant=1"),
-            ("JWT_AUDIENCE", " "),
-            ("JWT_JWKS_URL", "http://issuer.example/jwks"),
-            ("JWT_JWKS_URL", "file:///etc/jwks.json"),
-            ("JWT_ALGORITHMS", "none"),
-            ("JWT_ALGORITHMS", "RS256,HS256"),
-            ("JWT_ALGORITHMS", " , "),
+            ("TH_JWT_ISSUER", ""),
+            ("TH_JWT_ISSUER", "issuer.example"),
+            ("TH_JWT_ISSUER", "http://issuer.example"),
+            ("TH_JWT_ISSUER", "http://10.0.0.1"),
+            ("TH_JWT_ISSUER", "https://issuer.example/?tenant=1"),
+            ("TH_JWT_AUDIENCE", " "),
+            ("TH_JWT_JWKS_URL", "http://issuer.example/jwks"),
+            ("TH_JWT_JWKS_URL", "file:///etc/jwks.json"),
+            ("TH_JWT_ALGORITHMS", "none"),
+            ("TH_JWT_ALGORITHMS", "RS256,HS256"),
+            ("TH_JWT_ALGORITHMS", " , "),
         ] {
             let mut pairs = base.to_vec();
             pairs.retain(|(k, _)| *k != name);
@@ -639,16 +640,16 @@ mod tests {
             assert_eq!(read(&pairs).expect_err(value).variable, name, "{value:?}");
         }
         assert_eq!(
-            read(&[("JWT_AUDIENCE", "aud")])
+            read(&[("TH_JWT_AUDIENCE", "aud")])
                 .expect_err("no issuer")
                 .variable,
-            "JWT_ISSUER"
+            "TH_JWT_ISSUER"
         );
         assert_eq!(
-            read(&[("JWT_ISSUER", "https://i.example")])
+            read(&[("TH_JWT_ISSUER", "https://i.example")])
                 .expect_err("no audience")
                 .variable,
-            "JWT_AUDIENCE"
+            "TH_JWT_AUDIENCE"
         );
     }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use a2a_http::{Body, Caller, HttpConfig, RateLimiter, Serves};
-use a2a_service::{Service, ServiceConfig};
+use a2a_service::Service;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::{self, BoxStream};
@@ -40,7 +40,8 @@ pub struct App {
 impl App {
     /// An app over `store` with the offline models only (tests).
     pub fn new(store: Arc<dyn Store>, config: &FunctionConfig, serves: Serves) -> Self {
-        Self::with_agent(store, config, serves, service::offline_agent(config))
+        let agent = assembly::offline_agent(&config.settings);
+        Self::with_agent(store, config, serves, agent)
     }
 
     /// An app over `store` (the DynamoDB table when deployed) and `agent`.
@@ -50,13 +51,12 @@ impl App {
         serves: Serves,
         agent: Arc<dyn a2a_service::Agent>,
     ) -> Self {
-        let service_config: ServiceConfig = service::service_config(config);
         Self {
-            service: Service::new(store, service_config, agent, None),
+            service: service::service(store, config, agent),
             http: HttpConfig {
                 serves,
                 // Per instance: each execution environment keeps its own buckets.
-                rate_limit: config.rate_limit.map(RateLimiter::new),
+                rate_limit: config.settings.rate_limit.map(RateLimiter::new),
                 ..HttpConfig::default()
             },
             auth: config.auth,

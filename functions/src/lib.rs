@@ -2,7 +2,8 @@
 //! methods on `/tasks/{id}`, which API Gateway sees as one resource), the JSON-RPC endpoint
 //! (every method), the agent card, the push notifier, the runner, the sweeper and the JWT
 //! authorizer of a REST API deployment. Each binary in `src/bin/` is one
-//! call into this library, which reads the configuration from the environment and builds
+//! call into this library ([`mains`]), which reads the configuration from the environment
+//! (the `TH_*` settings, through the `assembly` crate, as the local server does) and builds
 //! the clients once, at init; every invocation then runs the shared handlers of `a2a-http`
 //! over the DynamoDB store, exactly as the local server runs them over its own store.
 
@@ -11,155 +12,14 @@ pub mod calls;
 pub mod config;
 pub mod http;
 pub mod identity;
+pub mod mains;
 pub mod notifier;
 pub mod runner;
 mod service;
 
-use std::sync::Arc;
-
-use a2a_http::{Method, Serves};
-use a2a_service::push::{PushOptions, PushSender, WebhookPolicy};
-use lambda_runtime::{LambdaEvent, service_fn};
-use store_dynamodb::DynamoDbStore;
-
 pub use config::{AuthMode, FunctionConfig};
 pub use http::App;
+pub use mains::{
+    init_tracing, run_authorizer, run_http, run_notifier, run_rest, run_runner, run_sweeper,
+};
 pub use notifier::Notifier;
-
-/// JSON logs for CloudWatch (one object per line; `RUST_LOG` filters, default `info`).
-pub fn init_tracing() {
-    tracing_subscriber::fmt()
-        .json()
-        .with_current_span(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_ansi(false)
-        .without_time() // CloudWatch stamps every line
-        .init();
-}
-
-/// The SDK configuration (one for every client) and the store on the table.
-async fn store(config: &FunctionConfig) -> (aws_config::SdkConfig, Arc<DynamoDbStore>) {
-    let sdk = store_dynamodb::sdk_config().await;
-    let dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk)
-        .interceptor(calls::DynamoDbCallLog::from_env())
-        .build();
-    let client = aws_sdk_dynamodb::Client::from_conf(dynamodb);
-    (
-        sdk,
-        Arc::new(DynamoDbStore::new(client, config.table.clone())),
-    )
-}
-
-/// The `main` of an HTTP function: configuration, clients, then invocations until the
-/// runtime stops. Errors here are init errors (reported to Lambda as such).
-pub async fn run_http(serves: Serves) -> Result<(), lambda_runtime::Error> {
-    init_tracing();
-    let config = FunctionConfig::from_env()?;
-    let (sdk, store) = store(&config).await;
-    let agent =
-        service::agent(&config, &sdk).map_err(|e| lambda_runtime::Error::from(e.to_string()))?;
-    let mut app = App::with_agent(store, &config, serves, agent);
-    if let Some(dispatcher) = runner::dispatcher(&sdk, config.runner_function.as_deref()) {
-        app = app.with_dispatcher(dispatcher);
-    }
-    tracing::info!(?serves, table = %config.table, auth = ?config.auth, runner = ?config.runner_function, "function ready");
-    if serves.may_stream() {
-        http::run_streaming(app).await
-    } else {
-        http::run_buffered(app).await
-    }
-}
-
-/// The `main` of a REST function.
-pub async fn run_rest(method: Method) -> Result<(), lambda_runtime::Error> {
-    run_http(Serves::Rest(method)).await
-}
-
-/// The `main` of the push notifier.
-pub async fn run_notifier() -> Result<(), lambda_runtime::Error> {
-    init_tracing();
-    let config = FunctionConfig::from_env()?;
-    let sender = PushSender::new(PushOptions {
-        policy: WebhookPolicy {
-            allow_private: config.allow_private_webhooks,
-        },
-        ..PushOptions::default()
-    })
-    .map_err(|e| lambda_runtime::Error::from(e.to_string()))?;
-    let (_, store) = store(&config).await;
-    let notifier = Arc::new(Notifier::new(store, Arc::new(sender)));
-    tracing::info!(table = %config.table, "push notifier ready");
-    lambda_runtime::run(service_fn(
-        move |event: LambdaEvent<aws_lambda_events::event::dynamodb::Event>| {
-            let notifier = Arc::clone(&notifier);
-            async move { Ok::<_, lambda_runtime::Error>(notifier.handle(&event.payload).await) }
-        },
-    ))
-    .await
-}
-
-/// The service a background function runs tasks with (no HTTP in front).
-async fn background_service() -> Result<a2a_service::Service, lambda_runtime::Error> {
-    let config = FunctionConfig::from_env()?;
-    let (sdk, store) = store(&config).await;
-    let agent =
-        service::agent(&config, &sdk).map_err(|e| lambda_runtime::Error::from(e.to_string()))?;
-    tracing::info!(table = %config.table, "function ready");
-    Ok(service::background(store, &config, agent))
-}
-
-/// The `main` of the runner: one handed-off run per invocation (see [`runner`]).
-pub async fn run_runner() -> Result<(), lambda_runtime::Error> {
-    init_tracing();
-    let service = Arc::new(background_service().await?);
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<runner::RunRequest>| {
-        let service = Arc::clone(&service);
-        async move {
-            Ok::<_, lambda_runtime::Error>(runner::run_task(service.runner(), event.payload).await)
-        }
-    }))
-    .await
-}
-
-/// The `main` of the sweeper: on a schedule, the tasks whose runner died (see [`runner`]).
-pub async fn run_sweeper() -> Result<(), lambda_runtime::Error> {
-    init_tracing();
-    let service = Arc::new(background_service().await?);
-    lambda_runtime::run(service_fn(move |_: LambdaEvent<serde_json::Value>| {
-        let service = Arc::clone(&service);
-        async move {
-            runner::sweep(service.runner())
-                .await
-                // A failed sweep is retried by the next tick; the error names only the store.
-                .map_err(|e| lambda_runtime::Error::from(e.to_string()))
-        }
-    }))
-    .await
-}
-
-/// The `main` of the JWT authorizer: an API Gateway REST API TOKEN authorizer whose verified
-/// subject becomes the principal (see [`authorizer`]).
-pub async fn run_authorizer() -> Result<(), lambda_runtime::Error> {
-    init_tracing();
-    let config = authorizer::AuthorizerConfig::from_env()?;
-    let authorizer = Arc::new(authorizer::Authorizer::new(config)?);
-    let config = authorizer.config();
-    tracing::info!(
-        issuer = %config.issuer,
-        audience = %config.audience,
-        jwks = ?config.jwks_url.as_ref().map(|url| url.as_str()),
-        algorithms = ?config.algorithms,
-        "authorizer ready"
-    );
-    lambda_runtime::run(service_fn(
-        move |event: LambdaEvent<
-            lambda_http::aws_lambda_events::apigw::ApiGatewayCustomAuthorizerRequest,
-        >| {
-            let authorizer = Arc::clone(&authorizer);
-            async move { authorizer.handle(&event.payload).await }
-        },
-    ))
-    .await
-}

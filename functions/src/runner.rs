@@ -92,7 +92,7 @@ pub async fn sweep(runner: &Runner) -> Result<SweepReport, task_store::StoreErro
     Ok(SweepReport { resumed })
 }
 
-/// The dispatcher the HTTP functions use when `RUNNER_FUNCTION` is set.
+/// The dispatcher the HTTP functions use when `TH_RUNNER_FUNCTION` is set.
 pub fn dispatcher(
     sdk: &aws_config::SdkConfig,
     function: Option<&str>,

@@ -163,8 +163,8 @@ impl Issuer {
 
     fn authorizer_with(&self, extra: &[(&'static str, &str)]) -> Authorizer {
         let mut env: HashMap<&'static str, String> = HashMap::from([
-            ("JWT_ISSUER", self.issuer()),
-            ("JWT_AUDIENCE", AUDIENCE.to_owned()),
+            ("TH_JWT_ISSUER", self.issuer()),
+            ("TH_JWT_AUDIENCE", AUDIENCE.to_owned()),
         ]);
         env.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
         let config = AuthorizerConfig::from_lookup(|name| env.get(name).cloned()).unwrap();
@@ -415,7 +415,7 @@ fn remove(claims: &mut Value, name: &str) {
 async fn the_service_agents_id_is_no_subject() {
     let issuer = Issuer::start(&[ES256]).await;
 
-    // AGENT_ID unset: the functions' default, `tiny-harness`.
+    // TH_AGENT_ID unset: the functions' default, `tiny-harness`.
     let authorizer = issuer.authorizer();
     let result = authorizer
         .handle(&bearer(&sign(ES256, &issuer.claims("tiny-harness"))))
@@ -426,8 +426,8 @@ async fn the_service_agents_id_is_no_subject() {
     );
     assert_unauthorized(result);
 
-    // AGENT_ID set: that id is reserved, and the default one is an ordinary subject again.
-    let authorizer = issuer.authorizer_with(&[("AGENT_ID", "billing-agent")]);
+    // TH_AGENT_ID set: that id is reserved, and the default one is an ordinary subject again.
+    let authorizer = issuer.authorizer_with(&[("TH_AGENT_ID", "billing-agent")]);
     assert_unauthorized(
         authorizer
             .handle(&bearer(&sign(ES256, &issuer.claims("billing-agent"))))
@@ -449,7 +449,7 @@ async fn the_service_agents_id_is_no_subject() {
 #[tokio::test]
 async fn only_the_configured_algorithms_are_accepted() {
     let issuer = Issuer::start(&[ES256, RS256]).await;
-    let authorizer = issuer.authorizer_with(&[("JWT_ALGORITHMS", "ES256")]);
+    let authorizer = issuer.authorizer_with(&[("TH_JWT_ALGORITHMS", "ES256")]);
     let token = sign(RS256, &issuer.claims("bob"));
     assert_unauthorized(authorizer.handle(&bearer(&token)).await);
     let token = sign(ES256, &issuer.claims("alice"));
@@ -501,7 +501,7 @@ async fn a_rotated_key_is_fetched_again_at_most_once_per_interval() {
 async fn a_configured_jwks_url_skips_discovery() {
     let issuer = Issuer::start(&[ES256]).await;
     let url = format!("{}/certs", issuer.issuer());
-    let authorizer = issuer.authorizer_with(&[("JWT_JWKS_URL", &url)]);
+    let authorizer = issuer.authorizer_with(&[("TH_JWT_JWKS_URL", &url)]);
     let token = sign(ES256, &issuer.claims("erin"));
     assert_allowed(&authorizer.handle(&bearer(&token)).await.unwrap(), "erin");
     assert_eq!(issuer.discovery_fetches.load(Ordering::SeqCst), 0);
@@ -521,8 +521,8 @@ async fn an_unreachable_issuer_is_an_error_not_unauthorized() {
     // A discovery document that is not there (404).
     let wrong_issuer = format!("{}/realms/none", issuer.base);
     let cases = [
-        issuer.authorizer_with(&[("JWT_JWKS_URL", &closed)]),
-        issuer.authorizer_with(&[("JWT_ISSUER", &wrong_issuer)]),
+        issuer.authorizer_with(&[("TH_JWT_JWKS_URL", &closed)]),
+        issuer.authorizer_with(&[("TH_JWT_ISSUER", &wrong_issuer)]),
     ];
     for authorizer in cases {
         let error = authorizer

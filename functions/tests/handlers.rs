@@ -41,7 +41,7 @@ async fn seed(deployment: &Deployment, payload: Payload) -> Value {
 async fn every_function_answers_its_method_on_both_payloads() {
     for payload in PAYLOADS {
         // A loopback webhook (deployed functions deliver nothing themselves: the notifier does).
-        let deployment = Deployment::with_env(&[("ALLOW_PRIVATE_WEBHOOKS", "true")]);
+        let deployment = Deployment::with_env(&[("TH_ALLOW_PRIVATE_WEBHOOKS", "true")]);
         let task = seed(&deployment, payload).await;
         let id = task["id"].as_str().unwrap().to_owned();
         assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
@@ -325,7 +325,7 @@ async fn error_mappings() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_an_authorizer_the_verified_subject_is_the_participant() {
-    let deployment = Deployment::with_env(&[("AUTH_MODE", "authorizer")]);
+    let deployment = Deployment::with_env(&[("TH_AUTH_MODE", "authorizer")]);
     let send = Serves::Rest(Method::SendMessage);
     let app = deployment.app(send);
     let cases = [
@@ -426,7 +426,8 @@ async fn behind_an_authorizer_the_verified_subject_is_the_participant() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verified_subject_equal_to_the_agent_id_is_refused() {
     // The lambda authorizer fixture's principal is "bob": here, the agent's own id.
-    let deployment = Deployment::with_env(&[("AUTH_MODE", "authorizer"), ("AGENT_ID", "bob")]);
+    let deployment =
+        Deployment::with_env(&[("TH_AUTH_MODE", "authorizer"), ("TH_AGENT_ID", "bob")]);
     let send = Serves::Rest(Method::SendMessage);
     let call = Call::post("/message:send", &json!({"message": message(None, "hello")}));
     let got = invoke(
@@ -538,7 +539,7 @@ async fn json_rpc_streams_and_answers_buffered_methods_as_streams_too() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_ends_cleanly_before_the_invocations_deadline() {
-    let deployment = Deployment::with_env(&[("STREAM_END_MARGIN_MS", "200")]);
+    let deployment = Deployment::with_env(&[("TH_STREAM_END_MARGIN_MS", "200")]);
     let task = seed(&deployment, Payload::FunctionUrl).await;
     let id = task["id"].as_str().unwrap();
     let serves = Serves::Rest(Method::SubscribeToTask);
@@ -596,7 +597,7 @@ fn from_ip(mut event: Value, payload: Payload, ip: &str) -> lambda_http::Request
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limit_is_per_instance_per_source_ip_or_verified_principal() {
     // One request, then one every 100 s.
-    let limit = [("RATE_LIMIT", "0.01"), ("RATE_LIMIT_BURST", "1")];
+    let limit = [("TH_RATE_LIMIT", "0.01"), ("TH_RATE_LIMIT_BURST", "1")];
     let deployment = Deployment::with_env(&limit);
     for payload in PAYLOADS {
         let rpc = Serves::JsonRpc;
@@ -632,7 +633,7 @@ async fn rate_limit_is_per_instance_per_source_ip_or_verified_principal() {
 
     // Behind an authorizer the verified principal is the caller: alice and bob share an
     // address (203.0.113.7) but not a bucket.
-    let env = [limit[0], limit[1], ("AUTH_MODE", "authorizer")];
+    let env = [limit[0], limit[1], ("TH_AUTH_MODE", "authorizer")];
     let deployment = Deployment::with_env(&env);
     let list = Serves::Rest(Method::ListTasks);
     let app = deployment.app(list);

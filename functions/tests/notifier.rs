@@ -100,7 +100,7 @@ fn notifier(deployment: &Deployment) -> Notifier {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_is_delivered_in_order_and_only_the_failing_task_is_retried() {
-    let deployment = Deployment::with_env(&[("ALLOW_PRIVATE_WEBHOOKS", "true")]);
+    let deployment = Deployment::with_env(&[("TH_ALLOW_PRIVATE_WEBHOOKS", "true")]);
     let hook = Webhook::start(&[("/flaky", 503), ("/gone", 410)]).await;
     let good = task_with_webhook(&deployment, &hook.url("/good"), "g").await;
     let flaky = task_with_webhook(&deployment, &hook.url("/flaky"), "f").await;
@@ -214,7 +214,7 @@ async fn set_participants(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_whose_owner_left_the_task_gets_nothing_and_is_removed() {
     use task_core::extension::{Participant, ParticipantKind, Role};
-    let deployment = Deployment::with_env(&[("ALLOW_PRIVATE_WEBHOOKS", "true")]);
+    let deployment = Deployment::with_env(&[("TH_ALLOW_PRIVATE_WEBHOOKS", "true")]);
     let hook = Webhook::start(&[]).await;
     let task = task_with_webhook(&deployment, &hook.url("/alice"), "a").await;
     set_participants(&deployment, &task, |p| {

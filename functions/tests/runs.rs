@@ -145,7 +145,7 @@ async fn a_run_that_cannot_be_handed_is_run_by_the_answering_function() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweeper_resumes_a_run_that_never_arrived_once_its_lease_expires() {
-    let deployment = Deployment::with_env(&[("LEASE_TTL_SECS", "1")]);
+    let deployment = Deployment::with_env(&[("TH_LEASE_TTL_SECS", "1")]);
     let handed = Arc::new(Handed::default());
     let task = send_immediately(&deployment, &handed).await;
     let id = task["id"].as_str().unwrap().to_owned();
@@ -189,7 +189,10 @@ async fn the_functions_agent_reads_the_shipped_skills_and_keeps_the_turn_limit()
         {"text": "summarised"}
     ]});
     let catalog = scripted_catalog(dir.path(), &script);
-    let deployment = Deployment::with_env(&[("MODEL_CATALOG", &catalog), ("SKILLS_DIR", &skills)]);
+    let deployment = Deployment::with_env(&[
+        ("TH_MODEL_CATALOG_JSON", &catalog),
+        ("TH_SKILLS_DIR", &skills),
+    ]);
     let task = send_blocking(&deployment, "summarise this").await;
     let id = task["id"].as_str().unwrap();
     let results: Vec<String> = deployment
@@ -207,9 +210,9 @@ async fn the_functions_agent_reads_the_shipped_skills_and_keeps_the_turn_limit()
 
     // One model call allowed, and the script calls a tool on its first: FAILED.
     let deployment = Deployment::with_env(&[
-        ("MODEL_CATALOG", &catalog),
-        ("SKILLS_DIR", &skills),
-        ("MAX_TURNS", "1"),
+        ("TH_MODEL_CATALOG_JSON", &catalog),
+        ("TH_SKILLS_DIR", &skills),
+        ("TH_MAX_TURNS", "1"),
     ]);
     let task = send_blocking(&deployment, "summarise this").await;
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");

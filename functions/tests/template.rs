@@ -558,9 +558,9 @@ fn a_weaker_authentication_setting_fails_the_check() {
     remove(
         &mut t,
         &["Globals", "Function", "Environment", "Variables"],
-        "AGENT_ID",
+        "TH_AGENT_ID",
     );
-    front_door_fails_with(&t, "the functions' Globals set no AGENT_ID");
+    front_door_fails_with(&t, "the functions' Globals set no TH_AGENT_ID");
 }
 
 #[test]

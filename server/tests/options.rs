@@ -1,5 +1,5 @@
-//! The local server's own options: the model catalog file, structured logs, and a graceful
-//! stop on SIGTERM.
+//! The local server's own options: the model catalog (file or text), renamed variables,
+//! structured logs, and a graceful stop on SIGTERM.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -18,29 +18,33 @@ const CATALOG: &str = r#"{
   ]
 }"#;
 
+/// The catalog as a file (`--model-catalog`) or as its text (`--model-catalog-json`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_model_catalog_file_is_what_model_commands_see() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let catalog = dir.path().join("catalog.json");
     std::fs::write(&catalog, CATALOG).unwrap();
-    let server = Server::builder()
-        .arg("--model-catalog")
-        .arg(catalog.to_str().unwrap())
-        .start();
-    let api = server.client().api(Binding::JsonRpc);
-    let task = api.send_ok(send_req(text("alice", "hello"))).await;
+    for (flag, value) in [
+        ("--model-catalog", catalog.to_str().unwrap()),
+        ("--model-catalog-json", CATALOG),
+    ] {
+        let server = Server::builder().arg(flag).arg(value).start();
+        let api = server.client().api(Binding::JsonRpc);
+        let task = api.send_ok(send_req(text("alice", "hello"))).await;
 
-    let shown = api
-        .send_ok(send_req(on(text("alice", "/model"), &task)))
-        .await;
-    assert_eq!(
-        status_text(&shown),
-        "model: echo (default); available: echo (echo), claude-sonnet (bedrock)"
-    );
-    let set = api
-        .send_ok(send_req(on(text("alice", "/model claude-sonnet"), &task)))
-        .await;
-    assert_eq!(ext(&set)["model"], "claude-sonnet", "{set}");
+        let shown = api
+            .send_ok(send_req(on(text("alice", "/model"), &task)))
+            .await;
+        assert_eq!(
+            status_text(&shown),
+            "model: echo (default); available: echo (echo), claude-sonnet (bedrock)",
+            "{flag}"
+        );
+        let set = api
+            .send_ok(send_req(on(text("alice", "/model claude-sonnet"), &task)))
+            .await;
+        assert_eq!(ext(&set)["model"], "claude-sonnet", "{set}");
+    }
 }
 
 #[test]
@@ -130,4 +134,35 @@ async fn the_example_catalog_runs_its_scripted_demo_offline() {
         .send_ok(send_req(on(text("alice", "/model echo"), &task)))
         .await;
     assert_eq!(ext(&switched)["model"], "echo", "{switched}");
+}
+
+/// An old variable name stops the start with its new name; the catalog is given one way.
+#[test]
+fn a_renamed_variable_or_two_catalogs_stop_the_server() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let run = |command: &mut Command| {
+        let out = command
+            .args(["--addr", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .env_remove("TH_MODEL_CATALOG")
+            .env_remove("TH_MODEL_CATALOG_JSON")
+            .output()
+            .expect("run local-server");
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let renamed = run(Command::new(env!("CARGO_BIN_EXE_local-server")).env("TABLE_NAME", "tasks"));
+    assert!(
+        renamed.contains("TABLE_NAME") && renamed.contains("set TH_TABLE instead"),
+        "{renamed}"
+    );
+    let catalog = dir.path().join("catalog.json");
+    std::fs::write(&catalog, CATALOG).unwrap();
+    let both = run(Command::new(env!("CARGO_BIN_EXE_local-server"))
+        .env_remove("TABLE_NAME")
+        .arg("--model-catalog")
+        .arg(&catalog)
+        .arg("--model-catalog-json")
+        .arg(CATALOG));
+    assert!(both.contains("--model-catalog"), "{both}");
 }

@@ -54,7 +54,7 @@ inside() {
   set -m
   cargo lambda watch --invoke-address 127.0.0.1 --invoke-port 9000 --ignore-changes \
     --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
-    --env-var ALLOW_PRIVATE_WEBHOOKS=true >"$tmp/watch.log" 2>&1 &
+    --env-var TH_ALLOW_PRIVATE_WEBHOOKS=true >"$tmp/watch.log" 2>&1 &
   watch_pid=$!
   set +m
   # Listening is enough: each function's process starts on its first invocation.

@@ -1,6 +1,6 @@
 //! The template's front door against the code: `AuthMode` defaults to `jwt` and jwt without an
 //! issuer and an audience is refused by a rule; API Gateway caches the authorizer's answer at
-//! most 60 s; every function (the authorizer included) sees one `AGENT_ID`; the stage's
+//! most 60 s; every function (the authorizer included) sees one `TH_AGENT_ID`; the stage's
 //! throttling comes from parameters; the optional per-IP WAF rule exists only when asked for;
 //! and each 429 (API Gateway's THROTTLED, WAF's block) carries `Retry-After` and the very
 //! JSON-RPC error the service answers for a rate limit (`ProtocolError::rate_limited`).
@@ -108,16 +108,16 @@ pub fn problems(template: &Value) -> Vec<String> {
     }
 
     // One agent id for every function: the authorizer refuses it as a subject.
-    let agent_id = &template["Globals"]["Function"]["Environment"]["Variables"]["AGENT_ID"];
+    let agent_id = &template["Globals"]["Function"]["Environment"]["Variables"]["TH_AGENT_ID"];
     if agent_id.as_str().is_none_or(str::is_empty) {
-        problems.push("the functions' Globals set no AGENT_ID".into());
+        problems.push("the functions' Globals set no TH_AGENT_ID".into());
     }
     for (id, resource) in resources.as_mapping().into_iter().flatten() {
         if resource["Properties"]["Environment"]["Variables"]
-            .get("AGENT_ID")
+            .get("TH_AGENT_ID")
             .is_some()
         {
-            problems.push(format!("{}: an AGENT_ID of its own", text(id)));
+            problems.push(format!("{}: a TH_AGENT_ID of its own", text(id)));
         }
     }
 

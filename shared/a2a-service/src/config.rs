@@ -64,7 +64,7 @@ impl ServiceConfig {
 
 /// Parses the registered remote agents from `ID=URL` pairs (the URL of the agent's card or
 /// its base URL, `http` or `https`), as both hosts take them (`--remote-agent`,
-/// `REMOTE_AGENTS`). The error names the pair that is wrong.
+/// `TH_REMOTE_AGENTS`). The error names the pair that is wrong.
 pub fn parse_remote_agents<S: AsRef<str>>(
     pairs: impl IntoIterator<Item = S>,
 ) -> Result<std::collections::BTreeMap<String, String>, String> {

@@ -1,0 +1,249 @@
+//! [`Settings`]: what both hosts configure, read by one set of rules from one set of names
+//! (the environment in the functions, the flags and the environment in the local server).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use a2a_http::RateLimit;
+use a2a_service::ServiceConfig;
+use task_core::commands::ModelCatalog;
+
+use crate::names;
+
+/// The agent behind the tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentProfile {
+    /// The model agent: the tool loop over the catalog's models (the offline `echo` model by
+    /// default, which answers with the text it got).
+    Model,
+    /// The A2A TCK's scenarios, chosen by the message id prefix (for conformance runs).
+    Tck,
+}
+
+/// A configuration error: which variable, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{variable}: {reason}")]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub reason: String,
+}
+
+/// An error about `variable`.
+pub fn invalid(variable: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        variable,
+        reason: reason.into(),
+    }
+}
+
+/// A variable of the environment; an empty one counts as unset.
+pub fn var(name: &'static str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The service's configuration, the same on both hosts.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `TH_BASE_URL`: the public base URL the agent card advertises (an http(s) URL; the
+    /// functions need it, the local server defaults to its listen address).
+    pub base_url: Option<String>,
+    /// `TH_TABLE`: the DynamoDB table (the functions need it; the local server with
+    /// `--store dynamodb`).
+    pub table: Option<String>,
+    /// `TH_DEFAULT_PARTICIPANT`: who requests asserting no participant act as (unset:
+    /// refused).
+    pub default_participant: Option<String>,
+    /// `TH_ALLOW_PRIVATE_WEBHOOKS`: `true` lets push configs name private addresses.
+    pub allow_private_webhooks: bool,
+    /// `TH_AGENT_ID`: the agent's participant id (default `tiny-harness`).
+    pub agent_id: String,
+    /// `TH_AGENT_PROFILE`: `model` (default) or `tck`.
+    pub agent_profile: AgentProfile,
+    /// `TH_MODEL_CATALOG` (a file's path) or `TH_MODEL_CATALOG_JSON` (the JSON text), not
+    /// both (default: the `echo` model only).
+    pub catalog: ModelCatalog,
+    /// `TH_SKILLS_DIR`: the skills shipped with the service (default `skills`, relative to
+    /// the working directory: beside the binary in a function's package).
+    pub skills_dir: PathBuf,
+    /// `TH_REMOTE_AGENTS`: the remote A2A agents `spawn_subtask` may delegate to, `ID=URL`
+    /// pairs separated by commas (default none).
+    pub remote_agents: BTreeMap<String, String>,
+    /// `TH_MAX_TURNS`: model calls one run may make before the task fails (default 50).
+    pub max_turns: usize,
+    /// `TH_LEASE_TTL_SECS`: how long a run's lease lasts unrenewed (default 30): a runner
+    /// that dies is replaced by the sweeper after at most this long.
+    pub lease_ttl: Duration,
+    /// `TH_RATE_LIMIT` (requests per second per caller) and `TH_RATE_LIMIT_BURST` (default:
+    /// one second's worth): a limit each process applies on its own (default none).
+    pub rate_limit: Option<RateLimit>,
+}
+
+impl Settings {
+    /// Reads the environment; a missing or malformed variable is an error naming it.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(var)
+    }
+
+    /// Reads from any lookup (the environment, the local server's flags, a map in tests).
+    pub fn from_lookup(
+        lookup: impl Fn(&'static str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let base_url = lookup(names::BASE_URL);
+        if let Some(url) = &base_url
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            return Err(invalid(names::BASE_URL, "must be an http(s) URL"));
+        }
+        let allow_private_webhooks = match lookup(names::ALLOW_PRIVATE_WEBHOOKS).as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(invalid(
+                    names::ALLOW_PRIVATE_WEBHOOKS,
+                    format!("{other:?} is neither `true` nor `false`"),
+                ));
+            }
+        };
+        let agent_profile = match lookup(names::AGENT_PROFILE).as_deref() {
+            None | Some("model") => AgentProfile::Model,
+            Some("tck") => AgentProfile::Tck,
+            Some(other) => {
+                return Err(invalid(
+                    names::AGENT_PROFILE,
+                    format!("{other:?} is neither `model` nor `tck`"),
+                ));
+            }
+        };
+        let lease_ttl = Duration::from_secs(positive(&lookup, names::LEASE_TTL_SECS, 30)?);
+        let remote_agents = match lookup(names::REMOTE_AGENTS) {
+            None => BTreeMap::new(),
+            Some(pairs) => a2a_service::config::parse_remote_agents(pairs.split(','))
+                .map_err(|e| invalid(names::REMOTE_AGENTS, e))?,
+        };
+        let max_turns = positive(&lookup, names::MAX_TURNS, 50)?;
+        Ok(Self {
+            base_url,
+            table: lookup(names::TABLE),
+            default_participant: lookup(names::DEFAULT_PARTICIPANT),
+            allow_private_webhooks,
+            agent_id: agent_id(&lookup),
+            agent_profile,
+            catalog: catalog(&lookup)?,
+            skills_dir: lookup(names::SKILLS_DIR)
+                .unwrap_or_else(|| "skills".to_owned())
+                .into(),
+            remote_agents,
+            max_turns,
+            lease_ttl,
+            rate_limit: rate_limit(&lookup)?,
+        })
+    }
+}
+
+/// An error if `lookup` finds one of the old names `olds` selects set: it names the new one.
+pub fn refuse_renamed(
+    lookup: impl Fn(&'static str) -> Option<String>,
+    olds: impl Fn(&names::Renamed) -> bool,
+) -> Result<(), ConfigError> {
+    match names::renamed_in(lookup, olds) {
+        None => Ok(()),
+        Some(renamed) => Err(invalid(
+            renamed.old,
+            format!("this variable was renamed: set {} instead", renamed.new),
+        )),
+    }
+}
+
+/// `TH_AGENT_ID`, or the service's default id (the authorizer reads it the same way).
+pub fn agent_id(lookup: impl Fn(&'static str) -> Option<String>) -> String {
+    lookup(names::AGENT_ID)
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| ServiceConfig::local(String::new()).agent_id)
+}
+
+/// A positive whole number, or `default` when unset.
+fn positive<N: std::str::FromStr + PartialOrd + Default>(
+    lookup: impl Fn(&'static str) -> Option<String>,
+    name: &'static str,
+    default: N,
+) -> Result<N, ConfigError> {
+    match lookup(name) {
+        None => Ok(default),
+        Some(text) => match text.parse::<N>() {
+            Ok(n) if n > N::default() => Ok(n),
+            _ => Err(invalid(name, "not a positive number")),
+        },
+    }
+}
+
+/// The catalog from its file or its text (one of them), or the `echo` model alone.
+fn catalog(lookup: impl Fn(&'static str) -> Option<String>) -> Result<ModelCatalog, ConfigError> {
+    match (
+        lookup(names::MODEL_CATALOG),
+        lookup(names::MODEL_CATALOG_JSON),
+    ) {
+        (Some(_), Some(_)) => Err(invalid(
+            names::MODEL_CATALOG_JSON,
+            format!(
+                "set together with {}: give the catalog one way",
+                names::MODEL_CATALOG
+            ),
+        )),
+        (Some(path), None) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                let hint = if path.trim_start().starts_with('{') {
+                    format!(
+                        " ({} is a file's path; the catalog's JSON text goes in {})",
+                        names::MODEL_CATALOG,
+                        names::MODEL_CATALOG_JSON
+                    )
+                } else {
+                    String::new()
+                };
+                invalid(
+                    names::MODEL_CATALOG,
+                    format!("reading the model catalog {path}: {e}{hint}"),
+                )
+            })?;
+            ModelCatalog::from_json(&text).map_err(|e| {
+                invalid(
+                    names::MODEL_CATALOG,
+                    format!("the model catalog {path}: {e}"),
+                )
+            })
+        }
+        (None, Some(text)) => ModelCatalog::from_json(&text)
+            .map_err(|e| invalid(names::MODEL_CATALOG_JSON, e.to_string())),
+        (None, None) => Ok(ModelCatalog::echo_only()),
+    }
+}
+
+fn rate_limit(
+    lookup: impl Fn(&'static str) -> Option<String>,
+) -> Result<Option<RateLimit>, ConfigError> {
+    let burst = match lookup(names::RATE_LIMIT_BURST) {
+        None => None,
+        Some(_) => Some(positive(&lookup, names::RATE_LIMIT_BURST, 1u32)?),
+    };
+    let Some(rate) = lookup(names::RATE_LIMIT) else {
+        return match burst {
+            None => Ok(None),
+            Some(_) => Err(invalid(
+                names::RATE_LIMIT_BURST,
+                format!("set without {}", names::RATE_LIMIT),
+            )),
+        };
+    };
+    let rate = rate.parse::<f64>().unwrap_or(f64::NAN);
+    let burst = burst.unwrap_or_else(|| RateLimit::default_burst(rate));
+    RateLimit::new(rate, burst).map(Some).ok_or_else(|| {
+        invalid(
+            names::RATE_LIMIT,
+            "not a positive number of requests per second",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests;

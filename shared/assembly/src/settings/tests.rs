@@ -1,0 +1,117 @@
+//! The settings' defaults and the errors naming their variable.
+
+use super::*;
+use std::collections::HashMap;
+
+fn read(pairs: &[(&'static str, &str)]) -> Result<Settings, ConfigError> {
+    let map: HashMap<&'static str, String> =
+        pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+    Settings::from_lookup(|k| map.get(k).cloned())
+}
+
+#[test]
+fn defaults() {
+    let c = read(&[]).expect("valid");
+    assert_eq!(c.base_url, None);
+    assert_eq!(c.table, None);
+    assert_eq!(c.agent_profile, AgentProfile::Model);
+    assert_eq!(c.agent_id, "tiny-harness");
+    assert!(!c.allow_private_webhooks);
+    assert_eq!(c.default_participant, None);
+    assert_eq!(c.catalog.default_model().id, "echo");
+    assert_eq!(c.lease_ttl, Duration::from_secs(30));
+    assert_eq!(c.skills_dir, PathBuf::from("skills"));
+    assert!(c.remote_agents.is_empty());
+    assert_eq!(c.max_turns, 50);
+    assert_eq!(c.rate_limit, None);
+}
+
+#[test]
+fn malformed_values_name_their_variable() {
+    for (name, value) in [
+        ("TH_ALLOW_PRIVATE_WEBHOOKS", "yes"),
+        ("TH_AGENT_PROFILE", "gpt"),
+        ("TH_MODEL_CATALOG_JSON", "{"),
+        ("TH_MODEL_CATALOG", "/no/such/catalog.json"),
+        ("TH_REMOTE_AGENTS", "billing"),
+        ("TH_MAX_TURNS", "0"),
+        ("TH_LEASE_TTL_SECS", "0"),
+        ("TH_BASE_URL", "api.example"),
+        ("TH_RATE_LIMIT", "0"),
+        ("TH_RATE_LIMIT", "fast"),
+        ("TH_RATE_LIMIT_BURST", "0"),
+        ("TH_RATE_LIMIT_BURST", "5"),
+    ] {
+        assert_eq!(read(&[(name, value)]).expect_err(name).variable, name);
+    }
+}
+
+#[test]
+fn values_are_read() {
+    let c = read(&[
+        ("TH_TABLE", "t"),
+        ("TH_BASE_URL", "https://a"),
+        ("TH_ALLOW_PRIVATE_WEBHOOKS", "true"),
+        ("TH_AGENT_ID", "bob"),
+        ("TH_AGENT_PROFILE", "tck"),
+        ("TH_DEFAULT_PARTICIPANT", "tck"),
+        ("TH_SKILLS_DIR", "/opt/skills"),
+        (
+            "TH_REMOTE_AGENTS",
+            "billing=https://billing.example,search=http://10.0.0.9/",
+        ),
+        ("TH_MAX_TURNS", "8"),
+        ("TH_LEASE_TTL_SECS", "5"),
+        ("TH_RATE_LIMIT", "2.5"),
+    ])
+    .expect("valid");
+    assert_eq!(c.table.as_deref(), Some("t"));
+    assert_eq!(c.base_url.as_deref(), Some("https://a"));
+    assert_eq!(c.rate_limit, RateLimit::new(2.5, 3));
+    assert_eq!(c.skills_dir, PathBuf::from("/opt/skills"));
+    assert_eq!(c.remote_agents["search"], "http://10.0.0.9");
+    assert_eq!(c.remote_agents.len(), 2);
+    assert_eq!(c.max_turns, 8);
+    assert_eq!(c.lease_ttl, Duration::from_secs(5));
+    assert!(c.allow_private_webhooks);
+    assert_eq!(c.agent_id, "bob");
+    assert_eq!(c.agent_profile, AgentProfile::Tck);
+    assert_eq!(c.default_participant.as_deref(), Some("tck"));
+    let c = read(&[("TH_RATE_LIMIT", "10"), ("TH_RATE_LIMIT_BURST", "40")]).expect("valid");
+    assert_eq!(c.rate_limit, RateLimit::new(10.0, 40));
+}
+
+#[test]
+fn the_catalog_comes_from_its_text_or_its_file_never_both() {
+    let text = r#"{"default_model": "e", "models": [{"id": "e", "provider": "echo"}]}"#;
+    let c = read(&[("TH_MODEL_CATALOG_JSON", text)]).expect("valid");
+    assert_eq!(c.catalog.default_model().id, "e");
+
+    let dir = std::env::temp_dir().join(format!("assembly-catalog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("catalog.json");
+    std::fs::write(&path, text).expect("written");
+    let path = path.to_str().expect("utf-8");
+    let c = read(&[("TH_MODEL_CATALOG", path)]).expect("valid");
+    assert_eq!(c.catalog.default_model().id, "e");
+
+    let both = read(&[("TH_MODEL_CATALOG", path), ("TH_MODEL_CATALOG_JSON", text)]);
+    assert_eq!(both.expect_err("both").variable, "TH_MODEL_CATALOG_JSON");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // The JSON text under the path's name says where it goes.
+    let misplaced = read(&[("TH_MODEL_CATALOG", text)]).expect_err("not a path");
+    assert!(
+        misplaced.reason.contains("TH_MODEL_CATALOG_JSON"),
+        "{misplaced}"
+    );
+}
+
+#[test]
+fn an_old_name_is_refused_with_its_new_one() {
+    let lookup = |n: &'static str| (n == "MODEL_CATALOG").then(|| "{}".to_owned());
+    let error = refuse_renamed(lookup, |_| true).expect_err("renamed");
+    assert_eq!(error.variable, "MODEL_CATALOG");
+    assert!(error.reason.contains("TH_MODEL_CATALOG_JSON"), "{error}");
+    assert!(refuse_renamed(lookup, |r| r.local_server).is_ok());
+}
