@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use serde_json::{Value, json};
 use store_embedded::EmbeddedStore;
@@ -47,35 +45,6 @@ fn text_part_value(text: &str) -> Value {
 
 fn alice_only() -> Value {
     json!([{"id": "alice", "kind": "human", "role": "reporter"}])
-}
-
-/// Polls the task until `done` holds (bounded by [`WAIT`]).
-async fn until(api: &Api, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let task = api.get_task(id, None).await.expect("get");
-        if done(&task) {
-            return task;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {task}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn until_state(api: &Api, id: &str, expected: &str) -> Value {
-    until(api, id, expected, |t| state(t) == expected).await
-}
-
-fn texts(task: &Value) -> Vec<String> {
-    task["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["parts"][0]["text"].as_str().unwrap_or("").to_owned())
-        .collect()
 }
 
 /// The transcript the agent left for task `id`, read from the stopped server's store.
@@ -201,12 +170,12 @@ async fn a_parent_waits_for_its_sub_task_and_completes_when_its_criteria_are_met
     let task = task.expect("send");
     let id = task["id"].as_str().unwrap().to_owned();
     let child_id = format!("{id}.1");
-    let done = until_state(&alice, &id, "TASK_STATE_COMPLETED").await;
+    let done = poll_state(&alice, &id, "TASK_STATE_COMPLETED").await;
     assert_eq!(status_text(&done), "the child is done; so am I");
     let sub = &ext(&done)["sub_tasks"][0];
     assert_eq!(sub["task_id"], json!(child_id));
     assert_eq!(sub["state"], "TASK_STATE_COMPLETED", "mirrored");
-    let history = texts(&alice.get_task(&id, None).await.unwrap());
+    let history = history_texts(&alice.get_task(&id, None).await.unwrap());
     assert!(
         history
             .iter()
@@ -222,7 +191,7 @@ async fn a_parent_waits_for_its_sub_task_and_completes_when_its_criteria_are_met
     assert_eq!(ext(&child)["parent_tasks"][0]["task_id"], json!(id));
     assert_eq!(status_text(&child), "the ledger balances");
     assert_eq!(
-        texts(&child)[0],
+        history_texts(&child)[0],
         "check the ledger\n\nAcceptance criteria:\n- balanced"
     );
 }
@@ -281,7 +250,7 @@ async fn a_help_request_waits_for_the_asked_participant_only() {
         status_text(&still),
         "Full or partial refund?\nOptions: full, partial"
     );
-    assert!(texts(&still).contains(&"hurry up".to_owned()));
+    assert!(history_texts(&still).contains(&"hurry up".to_owned()));
 
     // Bob answers: the run resumes with the framed answer.
     let answered = api.send_ok(send_req(on(text("bob", "Full."), &task))).await;
@@ -352,7 +321,7 @@ async fn a_task_for_a_participant_completes_on_their_answer() {
         .await;
     assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
     assert_eq!(status_text(&done), "approved");
-    let parent = until(&api.as_participant("alice"), &id, "the parent told", |t| {
+    let parent = poll_task(&api.as_participant("alice"), &id, "the parent told", |t| {
         status_text(t) == "bob signed off"
     })
     .await;
@@ -554,10 +523,10 @@ async fn canceling_a_parent_cancels_its_unfinished_children() {
         .await;
     let id = task["id"].as_str().unwrap().to_owned();
     let child_id = format!("{id}.1");
-    until_state(&alice, &child_id, "TASK_STATE_WORKING").await;
+    poll_state(&alice, &child_id, "TASK_STATE_WORKING").await;
     let canceled = alice.cancel(&id).await.expect("cancel");
     assert_eq!(state(&canceled), "TASK_STATE_CANCELED");
-    let child = until_state(&alice, &child_id, "TASK_STATE_CANCELED").await;
+    let child = poll_state(&alice, &child_id, "TASK_STATE_CANCELED").await;
     assert_eq!(
         status_text(&child),
         format!("canceled with its parent {id}")

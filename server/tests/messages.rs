@@ -7,18 +7,6 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-fn task_envelope(data: Value) -> Value {
-    data_part(TASK_MEDIA_TYPE, data)
-}
-
-fn event_envelope(kind: &str, payload: Value) -> Value {
-    data_part(EVENT_MEDIA_TYPE, json!({"kind": kind, "payload": payload}))
-}
-
-fn id_of(task: &Value) -> &str {
-    task["id"].as_str().unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_envelope_sets_criteria_and_an_event_envelope_meeting_them_completes_the_task() {
     let server = Server::start();
@@ -195,15 +183,6 @@ async fn a_watchers_envelope_and_commands_are_refused() {
             .expect("list");
         assert!(listed_ids(&list).contains(&id_of(&task)), "{list}");
     }
-}
-
-fn listed_ids(list: &Value) -> Vec<&str> {
-    list["tasks"]
-        .as_array()
-        .expect("tasks")
-        .iter()
-        .map(|t| t["id"].as_str().unwrap())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -439,9 +418,11 @@ async fn return_immediately_answers_before_the_run_which_finishes_in_the_backgro
             matches!(state(&task), "TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING"),
             "{binding:?}: answered before the run: {task}"
         );
-        let done = poll_task(&api.as_participant("alice"), id_of(&task), |t| {
-            state(t) == "TASK_STATE_INPUT_REQUIRED"
-        })
+        let done = poll_state(
+            &api.as_participant("alice"),
+            id_of(&task),
+            "TASK_STATE_INPUT_REQUIRED",
+        )
         .await;
         assert_eq!(status_text(&done), "in the background");
     }

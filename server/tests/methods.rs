@@ -412,9 +412,11 @@ async fn a_stream_closed_by_the_client_does_not_stop_the_run() {
         let first = events.next().await.expect("the task");
         let id = first["task"]["id"].as_str().unwrap().to_owned();
         drop(events);
-        let done = poll_task(&api.as_participant("alice"), &id, |t| {
-            state(t) == "TASK_STATE_INPUT_REQUIRED"
-        })
+        let done = poll_state(
+            &api.as_participant("alice"),
+            &id,
+            "TASK_STATE_INPUT_REQUIRED",
+        )
         .await;
         assert_eq!(status_text(&done), "I will not wait", "{binding:?}");
     }

@@ -209,7 +209,7 @@ async fn a_remote_agent_that_fails_shows_its_class_not_its_url() {
     let task = api.send_ok(send_req(text("alice", "Parent"))).await;
     let id = task["id"].as_str().unwrap().to_owned();
     let child_id = format!("{id}.1");
-    let child = poll_task(&api, &child_id, |t| state(t) == "TASK_STATE_FAILED").await;
+    let child = poll_state(&api, &child_id, "TASK_STATE_FAILED").await;
     assert_eq!(
         status_text(&child),
         "the remote agent ledger is unavailable"
@@ -220,21 +220,16 @@ async fn a_remote_agent_that_fails_shows_its_class_not_its_url() {
         &stand_in.addr,
     );
     // The parent hears of the failure in the same words.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let parent = loop {
-        let parent = read(&api, &id).await;
-        if parent
-            .to_string()
-            .contains("the remote agent ledger is unavailable")
-        {
-            break parent;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the parent never heard: {parent}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let parent = poll(
+        "the parent to hear",
+        || read(&api, &id),
+        |parent| {
+            parent
+                .to_string()
+                .contains("the remote agent ledger is unavailable")
+        },
+    )
+    .await;
     assert_nothing_of("the parent", &parent.to_string(), &stand_in.addr);
     assert!(
         server.log().contains(&stand_in.addr),

@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use serde_json::json;
 
@@ -40,18 +38,10 @@ async fn a_sub_task_runs_on_a_remote_agent_and_its_outcome_comes_back() {
     assert_eq!(sub["agent"]["id"], "ledger");
     let child_id = format!("{id}.1");
 
-    let deadline = Instant::now() + WAIT;
-    let parent = loop {
-        let read = api.get_task(&id, None).await.unwrap();
-        if status_text(&read) == "the ledger agent answered" {
-            break read;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the remote outcome did not come back: {read}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let parent = poll_task(&api, &id, "the remote outcome to come back", |read| {
+        status_text(read) == "the ledger agent answered"
+    })
+    .await;
     assert_eq!(
         ext(&parent)["sub_tasks"][0]["state"],
         "TASK_STATE_COMPLETED"
