@@ -253,7 +253,7 @@ async fn a_help_request_waits_for_the_asked_participant_only() {
     assert!(history_texts(&still).contains(&"hurry up".to_owned()));
 
     // Bob answers: the run resumes with the framed answer.
-    let answered = api.send_ok(send_req(on(text("bob", "Full."), &task))).await;
+    let answered = api.follow_up(&task, "bob", "Full.").await;
     assert_eq!(state(&answered), "TASK_STATE_INPUT_REQUIRED");
     assert_eq!(status_text(&answered), "Refunding in full.");
     let entries = transcript(server, &id).await;
@@ -316,9 +316,7 @@ async fn a_task_for_a_participant_completes_on_their_answer() {
         "{roles:?}"
     );
 
-    let done = api
-        .send_ok(send_req(on(text("bob", "approved"), &child)))
-        .await;
+    let done = api.follow_up(&child, "bob", "approved").await;
     assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
     assert_eq!(status_text(&done), "approved");
     let parent = poll_task(&api.as_participant("alice"), &id, "the parent told", |t| {

@@ -87,8 +87,7 @@ async fn an_unknown_extension_is_refused_before_anything_is_stored() {
             let api = server.client().with_extensions(header).api(binding);
             api.send(send_req(text("carol", "store me?")))
                 .await
-                .expect_err("unknown extension")
-                .assert_is(-32004, 400, "UNSUPPORTED_OPERATION");
+                .refused("unknown extension", -32004, 400, "UNSUPPORTED_OPERATION");
             let Err(err) = api
                 .send_streaming(send_req(text("carol", "store me?")))
                 .await
@@ -174,12 +173,16 @@ async fn x_participant_id_names_the_caller_when_the_message_does_not() {
         assert_eq!(read["id"], task["id"]);
 
         // The message's own participant id wins over the header.
-        let task = dave.send_ok(send_req(text("erin", "I am erin"))).await;
+        let task = dave.send_text("erin", "I am erin").await;
         assert_eq!(ext(&task)["participants"][0]["id"], "erin", "{binding:?}");
         dave.get_task(task["id"].as_str().unwrap(), None)
             .await
-            .expect_err("dave is not a participant of erin's task")
-            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+            .refused(
+                "dave is not a participant of erin's task",
+                -32001,
+                404,
+                "TASK_NOT_FOUND",
+            );
     }
 }
 

@@ -19,7 +19,7 @@ async fn twenty_concurrent_messages_are_each_processed_once_in_one_order() {
     let server = Server::start();
     let client = server.client();
     let api = client.api(Binding::JsonRpc);
-    let task = api.send_ok(send_req(text("alice", "start"))).await;
+    let task = api.send_text("alice", "start").await;
     let id = task["id"].as_str().unwrap().to_owned();
 
     let mut sends = Vec::new();

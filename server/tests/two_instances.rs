@@ -34,7 +34,7 @@ async fn a_subscriber_on_one_instance_sees_events_written_by_another() {
     );
     let b = Server::builder().dynamodb_table(&table).start();
     let on_a = a.client().api(Binding::JsonRpc);
-    let created = on_a.send_ok(send_req(text("alice", "hello from A"))).await;
+    let created = on_a.send_text("alice", "hello from A").await;
     let task_id = id_of(&created).to_owned();
     assert_eq!(state(&created), "TASK_STATE_INPUT_REQUIRED");
 
@@ -48,8 +48,7 @@ async fn a_subscriber_on_one_instance_sees_events_written_by_another() {
         .expect("subscribe");
     let mut events = vec![followed.next().await.expect("the task")];
     // The subscriber has the task: now A processes a follow-up.
-    on_a.send_ok(send_req(on(text("alice", "again, from A"), &task_id)))
-        .await;
+    on_a.follow_up(&task_id, "alice", "again, from A").await;
     events.extend(followed.collect().await);
 
     assert_eq!(events[0]["task"]["id"], task_id.as_str());

@@ -38,6 +38,45 @@ pub fn scratch_dir(prefix: &str) -> TempDir {
         .expect("dir")
 }
 
+/// A server over this model catalog (`--model-catalog`), and the directory holding its file.
+pub fn server_with_catalog(catalog: Value) -> (Server, TempDir) {
+    let dir = scratch_dir("catalog-");
+    let path = dir.path().join("catalog.json");
+    std::fs::write(&path, catalog.to_string()).expect("catalog");
+    let server = Server::builder()
+        .arg("--model-catalog")
+        .arg(path.to_str().expect("utf-8"))
+        .start();
+    (server, dir)
+}
+
+/// A script (for [`AgentSetup`]) in which the task named "Parent" spawns a sub-task for the
+/// remote agent `ledger`, says so, then says `then` when the sub-task is over; any other task
+/// answers "not relayed".
+pub fn ledger_subtask_script(then: &str) -> Value {
+    json!({"tasks": {
+        "Parent": {"turns": [
+            {"tool_calls": [{"name": "spawn_subtask", "arguments": {
+                "name": "Ledger check", "goal": "check the remote ledger", "agent": "ledger"}}]},
+            {"text": "asked the ledger agent"},
+            {"text": then}
+        ]},
+        "*": {"turns": [{"text": "not relayed"}]}
+    }})
+}
+
+/// The one skill of [`AgentSetup`]: its files under the skills directory.
+const REFUNDS_SKILL: [(&str, &str); 2] = [
+    (
+        "refunds/SKILL.md",
+        "---\nname: refunds\ndescription: How refunds are decided\n---\nRefund in full when the parcel is lost.\n",
+    ),
+    (
+        "refunds/references/policy.md",
+        "Refunds over 500 EUR need a second approval.\n",
+    ),
+];
+
 /// A model catalog whose default model is scripted (`script`, by task name; the format is
 /// `models::scripted`'s), and a skills directory holding one skill (`refunds`).
 pub struct AgentSetup {
@@ -62,16 +101,9 @@ impl AgentSetup {
         std::fs::write(&catalog, models.to_string()).expect("catalog");
         let skills = dir.path().join("skills");
         std::fs::create_dir_all(skills.join("refunds/references")).expect("skills");
-        std::fs::write(
-            skills.join("refunds/SKILL.md"),
-            "---\nname: refunds\ndescription: How refunds are decided\n---\nRefund in full when the parcel is lost.\n",
-        )
-        .expect("skill");
-        std::fs::write(
-            skills.join("refunds/references/policy.md"),
-            "Refunds over 500 EUR need a second approval.\n",
-        )
-        .expect("resource");
+        for (file, content) in REFUNDS_SKILL {
+            std::fs::write(skills.join(file), content).expect("skill file");
+        }
         Self {
             dir,
             catalog,

@@ -5,7 +5,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::client::{Binding, Client};
-use crate::fixtures::{keys, state};
+use crate::fixtures::{self, TaskRef, keys, on, send_req, state};
 use crate::outcome::{ApiError, rest_outcome, rpc_outcome};
 use crate::sse::Events;
 use crate::wait::poll;
@@ -65,6 +65,33 @@ impl Api {
             (Method::POST, "/message:send".to_owned(), Some(req)),
         )
         .await
+    }
+
+    /// A text message from `from` opening a new task, which must succeed: the task.
+    pub async fn send_text(&self, from: &str, text: &str) -> Value {
+        self.send_ok(send_req(fixtures::text(from, text))).await
+    }
+
+    /// A text message from `from` on `task`, which must succeed: the task.
+    pub async fn follow_up<T: TaskRef + ?Sized>(&self, task: &T, from: &str, text: &str) -> Value {
+        self.send_ok(send_req(on(fixtures::text(from, text), task)))
+            .await
+    }
+
+    /// ListTasks without a filter as `participant`, which must succeed.
+    pub async fn list_as(&self, participant: &str) -> Value {
+        self.as_participant(participant)
+            .list_tasks(json!({}))
+            .await
+            .unwrap_or_else(|e| panic!("{:?} ListTasks as {participant}: {e:?}", self.binding))
+    }
+
+    /// GetTask as `participant`, which must succeed.
+    pub async fn read_as(&self, participant: &str, id: &str) -> Value {
+        self.as_participant(participant)
+            .get_task(id, None)
+            .await
+            .unwrap_or_else(|e| panic!("{:?} GetTask as {participant}: {e:?}", self.binding))
     }
 
     /// SendMessage answered with a task: the task.
@@ -180,16 +207,8 @@ impl Api {
     }
 
     pub async fn get_push(&self, task_id: &str, id: &str) -> Result<Value, ApiError> {
-        self.unary(
-            "GetTaskPushNotificationConfig",
-            json!({ "taskId": task_id, "id": id }),
-            (
-                Method::GET,
-                format!("/tasks/{task_id}/pushNotificationConfigs/{id}"),
-                None,
-            ),
-        )
-        .await
+        self.one_push_config("GetTaskPushNotificationConfig", Method::GET, task_id, id)
+            .await
     }
 
     pub async fn list_push(&self, task_id: &str) -> Result<Value, ApiError> {
@@ -206,11 +225,28 @@ impl Api {
     }
 
     pub async fn delete_push(&self, task_id: &str, id: &str) -> Result<Value, ApiError> {
-        self.unary(
+        self.one_push_config(
             "DeleteTaskPushNotificationConfig",
+            Method::DELETE,
+            task_id,
+            id,
+        )
+        .await
+    }
+
+    /// A method on one push config, at the same path over REST for every verb.
+    async fn one_push_config(
+        &self,
+        rpc_method: &str,
+        verb: Method,
+        task_id: &str,
+        id: &str,
+    ) -> Result<Value, ApiError> {
+        self.unary(
+            rpc_method,
             json!({ "taskId": task_id, "id": id }),
             (
-                Method::DELETE,
+                verb,
                 format!("/tasks/{task_id}/pushNotificationConfigs/{id}"),
                 None,
             ),

@@ -21,7 +21,7 @@ pub mod webhook;
 pub use api::{Api, poll_state, poll_task};
 pub use client::{BOTH, Binding, Client, Reply};
 pub use fixtures::*;
-pub use outcome::ApiError;
+pub use outcome::{ApiError, Refused};
 pub use server::{Server, ServerBuilder};
 pub use sse::{Events, Sse};
 pub use wait::{WAIT, poll};

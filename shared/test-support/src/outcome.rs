@@ -101,3 +101,18 @@ pub fn rest_outcome(reply: &Reply) -> Result<Value, ApiError> {
         raw: err.clone(),
     })
 }
+
+/// A call that must fail with a given A2A error.
+pub trait Refused {
+    /// The error, checked with [`ApiError::assert_is`]; fails the test with `why` if the
+    /// call succeeded.
+    fn refused(self, why: &str, code: i64, http_status: u16, reason: &str) -> ApiError;
+}
+
+impl<T: std::fmt::Debug> Refused for Result<T, ApiError> {
+    fn refused(self, why: &str, code: i64, http_status: u16, reason: &str) -> ApiError {
+        let err = self.expect_err(why);
+        err.assert_is(code, http_status, reason);
+        err
+    }
+}
