@@ -53,12 +53,7 @@ async fn a_request_without_a2a_version_is_taken_as_0_3_and_refused() {
     }
 
     // Another version is refused too; the version may also come as a query parameter.
-    let reply = Client::send(
-        plain
-            .request(Method::GET, "/tasks")
-            .header("A2A-Version", "0.3"),
-    )
-    .await;
+    let reply = plain.get_with_header("/tasks", "A2A-Version", "0.3").await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     let reply = plain
         .rest(Method::GET, "/tasks?A2A-Version=1.0", None)

@@ -627,21 +627,19 @@ async fn the_agent_card_is_served_with_caching_and_names_this_server() {
     assert!(!card["skills"].as_array().expect("skills").is_empty());
 
     // The same bytes again: 304 with the validator.
-    let again = Client::send(
-        client
-            .request(Method::GET, "/.well-known/agent-card.json")
-            .header("If-None-Match", &etag),
-    )
-    .await;
+    let again = client
+        .get_with_header("/.well-known/agent-card.json", "If-None-Match", &etag)
+        .await;
     assert_eq!(again.status, StatusCode::NOT_MODIFIED);
     assert!(again.text.is_empty());
     assert_eq!(again.header("etag"), Some(etag.as_str()));
-    let changed = Client::send(
-        client
-            .request(Method::GET, "/.well-known/agent-card.json")
-            .header("If-None-Match", "W/\"something-else\""),
-    )
-    .await;
+    let changed = client
+        .get_with_header(
+            "/.well-known/agent-card.json",
+            "If-None-Match",
+            "W/\"something-else\"",
+        )
+        .await;
     assert_eq!(changed.status, StatusCode::OK);
 
     // Both advertised interfaces answer at the advertised URL.

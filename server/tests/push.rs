@@ -31,6 +31,20 @@ fn kinds(deliveries: &[Delivery]) -> Vec<String> {
     deliveries.iter().map(|d| event_kind(&d.body)).collect()
 }
 
+/// Alice's new task with `text`, and an inline push config to `/inline` on `hook`
+/// (token `tok-inline`, Bearer `secret`).
+fn with_inline_config(text_body: &str, hook: &Webhook) -> serde_json::Value {
+    let mut req = send_req(text("alice", text_body));
+    req["configuration"] = json!({
+        "taskPushNotificationConfig": {
+            "url": hook.url("/inline"),
+            "token": "tok-inline",
+            "authentication": {"scheme": "Bearer", "credentials": "secret"}
+        }
+    });
+    req
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_config_receives_the_status_updates_of_a_follow_up() {
     let server = Server::builder().allow_private_webhooks().start();
@@ -87,15 +101,9 @@ async fn an_inline_push_config_delivers_the_new_task_from_its_first_event() {
     for binding in BOTH {
         let mut hook = Webhook::start().await;
         let api = server.client().api(binding);
-        let mut req = send_req(text("alice", "tell me everything"));
-        req["configuration"] = json!({
-            "taskPushNotificationConfig": {
-                "url": hook.url("/inline"),
-                "token": "tok-inline",
-                "authentication": {"scheme": "Bearer", "credentials": "secret"}
-            }
-        });
-        let task = api.send_ok(req).await;
+        let task = api
+            .send_ok(with_inline_config("tell me everything", &hook))
+            .await;
         let got = hook.until(waits_for_input).await;
         assert_eq!(
             kinds(&got),
@@ -132,15 +140,7 @@ async fn an_inline_push_config_delivers_the_new_tasks_updates() {
     for binding in BOTH {
         let mut hook = Webhook::start().await;
         let api = server.client().api(binding);
-        let mut req = send_req(text("alice", "tell me"));
-        req["configuration"] = json!({
-            "taskPushNotificationConfig": {
-                "url": hook.url("/inline"),
-                "token": "tok-inline",
-                "authentication": {"scheme": "Bearer", "credentials": "secret"}
-            }
-        });
-        let task = api.send_ok(req).await;
+        let task = api.send_ok(with_inline_config("tell me", &hook)).await;
         let got = hook.until(waits_for_input).await;
         let updates: Vec<String> = kinds(&got)
             .into_iter()

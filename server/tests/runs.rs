@@ -17,14 +17,13 @@ use task_store::TaskStore;
 async fn twenty_concurrent_messages_are_each_processed_once_in_one_order() {
     // The echo model: each run answers with the message's text.
     let server = Server::start();
-    let client = server.client();
-    let api = client.api(Binding::JsonRpc);
+    let api = server.client().api(Binding::JsonRpc);
     let task = api.send_text("alice", "start").await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
 
     let mut sends = Vec::new();
     for n in 0..20 {
-        let api = client.fresh_connection().api(if n % 2 == 0 {
+        let api = api.client.fresh_connection().api(if n % 2 == 0 {
             Binding::JsonRpc
         } else {
             Binding::Rest

@@ -140,6 +140,11 @@ impl Client {
         }
     }
 
+    /// GET `path` with one more header.
+    pub async fn get_with_header(&self, path: &str, name: &str, value: &str) -> Reply {
+        Self::send(self.request(Method::GET, path).header(name, value)).await
+    }
+
     /// The JSON-RPC request body for `method` with a fresh id.
     pub fn rpc_body(method: &str, params: Value) -> (String, Value) {
         let id = fresh_id("rpc");
