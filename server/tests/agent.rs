@@ -86,7 +86,7 @@ async fn a_plan_is_made_its_steps_completed_and_bad_calls_reported() {
             "please refund",
         ))
         .await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED", "{task}");
     assert_eq!(
         status_text(&task),
@@ -168,7 +168,7 @@ async fn a_parent_waits_for_its_sub_task_and_completes_when_its_criteria_are_met
         .await;
     // The turn ended with the criteria met but the child unresolved: the parent works on.
     let task = task.expect("send");
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     let child_id = format!("{id}.1");
     let done = poll_state(&alice, &id, "TASK_STATE_COMPLETED").await;
     assert_eq!(status_text(&done), "the child is done; so am I");
@@ -210,7 +210,7 @@ async fn a_help_request_waits_for_the_asked_participant_only() {
     let task = api
         .send_ok(new_task("Refund", json!([]), people, "refund 48213"))
         .await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED");
     let help = &task["status"]["message"];
     assert_eq!(
@@ -286,7 +286,7 @@ async fn a_task_for_a_participant_completes_on_their_answer() {
     let task = api
         .send_ok(new_task("Refund", json!([]), people, "refund it"))
         .await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     assert_eq!(status_text(&task), "asked bob to sign off");
     let child_id = format!("{id}.1");
     let bob = api.as_participant("bob");
@@ -300,12 +300,7 @@ async fn a_task_for_a_participant_completes_on_their_answer() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| {
-            (
-                p["id"].as_str().unwrap().into(),
-                p["role"].as_str().unwrap().into(),
-            )
-        })
+        .map(|p| (id_of(&p).into(), p["role"].as_str().unwrap().into()))
         .collect();
     assert!(
         roles.contains(&("bob".into(), "assignee".into())),
@@ -357,7 +352,7 @@ async fn only_an_admin_changes_roles() {
     let task = api
         .send_ok(new_task("By reporter", json!([]), people, "promote bob"))
         .await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     let bob = ext(&task)["participants"]
         .as_array()
         .unwrap()
@@ -388,7 +383,7 @@ async fn skills_are_listed_loaded_read_and_unloaded() {
     let task = api
         .send_ok(new_task("Skills", json!([]), alice_only(), "read up"))
         .await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     assert_eq!(status_text(&task), "read the policy");
     let results = tool_results(&transcript(server, &id).await);
     assert!(
@@ -495,7 +490,7 @@ async fn a_model_that_fails_fails_the_task_with_the_reason() {
     assert_eq!(state(&task), "TASK_STATE_FAILED", "{task}");
     // The participants read the class; the log says what is wrong with the script.
     assert_eq!(status_text(&task), "the model is misconfigured", "{task}");
-    let id = task["id"].as_str().unwrap();
+    let id = id_of(&task);
     let log = server.log();
     assert!(
         log.lines()
@@ -519,7 +514,7 @@ async fn canceling_a_parent_cancels_its_unfinished_children() {
     let task = api
         .send_ok(new_task("Parent", json!([]), alice_only(), "go"))
         .await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     let child_id = format!("{id}.1");
     poll_state(&alice, &child_id, "TASK_STATE_WORKING").await;
     let canceled = alice.cancel(&id).await.expect("cancel");

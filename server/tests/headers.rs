@@ -117,7 +117,7 @@ async fn a_supported_extension_is_echoed_in_the_response() {
         .await;
     assert_eq!(reply.header("a2a-extensions"), Some(TASK_EXTENSION_URI));
     let task = reply.json()["result"]["task"].clone();
-    let id = task["id"].as_str().unwrap();
+    let id = id_of(&task);
 
     let reply = client
         .as_participant("alice")
@@ -163,21 +163,19 @@ async fn x_participant_id_names_the_caller_when_the_message_does_not() {
             .await;
         assert_eq!(ext(&task)["participants"][0]["id"], "dave", "{binding:?}");
         assert_eq!(ext(&task)["participants"][0]["role"], "reporter");
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
         let read = dave.get_task(id, None).await.expect("dave reads his task");
         assert_eq!(read["id"], task["id"]);
 
         // The message's own participant id wins over the header.
         let task = dave.send_text("erin", "I am erin").await;
         assert_eq!(ext(&task)["participants"][0]["id"], "erin", "{binding:?}");
-        dave.get_task(task["id"].as_str().unwrap(), None)
-            .await
-            .refused(
-                "dave is not a participant of erin's task",
-                -32001,
-                404,
-                "TASK_NOT_FOUND",
-            );
+        dave.get_task(id_of(&task), None).await.refused(
+            "dave is not a participant of erin's task",
+            -32001,
+            404,
+            "TASK_NOT_FOUND",
+        );
     }
 }
 

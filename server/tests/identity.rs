@@ -53,11 +53,7 @@ async fn a_follow_up_from_a_non_participant_sees_only_the_refusal() {
         );
 
         // Nothing changed for the participants.
-        let read = api
-            .as_participant("alice")
-            .get_task(task["id"].as_str().unwrap(), None)
-            .await
-            .expect("get");
+        let read = api.read_as("alice", id_of(&task)).await;
         assert_eq!(state(&read), "TASK_STATE_INPUT_REQUIRED");
         assert_eq!(status_text(&read), "private matter");
         assert_eq!(read["history"].as_array().map(Vec::len), Some(2));
@@ -71,7 +67,7 @@ async fn every_read_by_a_non_participant_answers_like_a_missing_task() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api.send_text("alice", "mine").await;
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
         let mallory = api.as_participant("mallory");
         let alice = api.as_participant("alice");
         let config = json!({"url": "https://example.com/hook"});
@@ -180,7 +176,7 @@ async fn a_default_participant_serves_a_plain_client() {
             json!({"id": "guest", "kind": "human", "role": "reporter", "display_name": ""}),
             "{binding:?}"
         );
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
         let read = plain.get_task(id, None).await.expect("the guest reads it");
         assert_eq!(read["id"], task["id"]);
         let list = plain.list_tasks(json!({})).await.expect("list");

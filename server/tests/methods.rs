@@ -88,11 +88,7 @@ async fn send_streaming_message_gives_the_task_then_working_then_input_required(
         }
         assert_eq!(status_text(&events[2]["statusUpdate"]), "stream me");
         // The task the stream created is the task GetTask reads.
-        let read = api
-            .as_participant("alice")
-            .get_task(task["id"].as_str().unwrap(), None)
-            .await
-            .expect("get");
+        let read = api.read_as("alice", id_of(&task)).await;
         assert_eq!(state(&read), "TASK_STATE_INPUT_REQUIRED");
     }
 }
@@ -103,7 +99,7 @@ async fn get_task_honours_history_length() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api.send_text("alice", "hello").await;
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
         let alice = api.as_participant("alice");
 
         let all = alice.get_task(id, None).await.expect("get");
@@ -137,7 +133,7 @@ fn ids(list: &Value) -> Vec<String> {
         .as_array()
         .expect("tasks")
         .iter()
-        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .map(|t| id_of(&t).to_owned())
         .collect()
 }
 
@@ -154,14 +150,11 @@ async fn list_tasks_is_scoped_to_the_caller_paged_and_filtered() {
     let bobs = api.send_text("bob", "bob's").await;
     let canceled = api
         .as_participant("alice")
-        .cancel(c["id"].as_str().unwrap())
+        .cancel(id_of(&c))
         .await
         .expect("cancel");
     assert_eq!(state(&canceled), "TASK_STATE_CANCELED");
-    let alices: BTreeSet<String> = [&a, &b, &c]
-        .iter()
-        .map(|t| t["id"].as_str().unwrap().to_owned())
-        .collect();
+    let alices: BTreeSet<String> = [&a, &b, &c].iter().map(|t| id_of(&t).to_owned()).collect();
 
     for binding in BOTH {
         let alice = server.client().as_participant("alice").api(binding);
@@ -186,11 +179,11 @@ async fn list_tasks_is_scoped_to_the_caller_paged_and_filtered() {
             assert!(ext(task).is_object());
         }
         // Newest status first: the canceled one changed last.
-        assert_eq!(ids(&list)[0], c["id"].as_str().unwrap());
+        assert_eq!(ids(&list)[0], id_of(&c));
 
         let bob = server.client().as_participant("bob").api(binding);
         let list = bob.list_tasks(json!({})).await.expect("list");
-        assert_eq!(ids(&list), [bobs["id"].as_str().unwrap()]);
+        assert_eq!(ids(&list), [id_of(&bobs)]);
         assert_eq!(list["totalSize"], 1);
 
         // Pages of two.
@@ -218,7 +211,7 @@ async fn list_tasks_is_scoped_to_the_caller_paged_and_filtered() {
             .list_tasks(json!({"status": "TASK_STATE_CANCELED"}))
             .await
             .expect("status filter");
-        assert_eq!(ids(&by_state), [c["id"].as_str().unwrap()]);
+        assert_eq!(ids(&by_state), [id_of(&c)]);
         let waiting = alice
             .list_tasks(json!({"status": "TASK_STATE_INPUT_REQUIRED"}))
             .await
@@ -228,7 +221,7 @@ async fn list_tasks_is_scoped_to_the_caller_paged_and_filtered() {
             .list_tasks(json!({"contextId": "ctx-e2e"}))
             .await
             .expect("context filter");
-        assert_eq!(ids(&by_context), [b["id"].as_str().unwrap()]);
+        assert_eq!(ids(&by_context), [id_of(&b)]);
 
         // Asking for history.
         let with_history = alice
@@ -275,7 +268,7 @@ async fn cancel_task_by_the_reporter_once_and_not_by_a_stranger() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api.send_text("alice", "cancel me").await;
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
 
         api.as_participant("mallory").cancel(id).await.refused(
             "a stranger",
@@ -319,7 +312,7 @@ async fn subscribe_follows_a_waiting_task_through_a_follow_up_from_another_conne
     for how in [Subscribe::JsonRpc, Subscribe::RestPost, Subscribe::RestGet] {
         let sender = server.client().api(Binding::JsonRpc);
         let task = sender.send_text("alice", "first").await;
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
 
         let watcher = server.client().fresh_connection().as_participant("alice");
         let mut events = match how {
@@ -362,7 +355,7 @@ async fn two_subscribers_get_the_same_events_in_the_same_order() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api.send_text("alice", "watched twice").await;
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
         let mut subscribers = Vec::new();
         for _ in 0..2 {
             let mut events = server
@@ -424,7 +417,7 @@ async fn a_subscription_ends_with_the_cancellation_of_its_task() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api.send_text("alice", "soon canceled").await;
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
         let mut events = server
             .client()
             .fresh_connection()
@@ -455,7 +448,7 @@ async fn subscribe_to_a_terminal_task_is_a_plain_error_not_a_stream() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api.send_text("alice", "short-lived").await;
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
         let alice = api.as_participant("alice");
         alice.cancel(id).await.expect("cancel");
         let Err(err) = alice.subscribe(id).await else {
@@ -476,7 +469,7 @@ async fn push_config_methods_create_get_list_and_delete() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api.send_text("alice", "notify me").await;
-        let task_id = task["id"].as_str().unwrap();
+        let task_id = id_of(&task);
         let alice = api.as_participant("alice");
 
         let assigned = alice
@@ -528,7 +521,7 @@ async fn push_config_methods_create_get_list_and_delete() {
             .as_array()
             .expect("configs")
             .iter()
-            .map(|c| c["id"].as_str().unwrap())
+            .map(|c| id_of(&c))
             .collect();
         listed_ids.sort_unstable();
         let mut expected = vec![assigned_id.as_str(), "cfg-mine"];
@@ -652,10 +645,7 @@ async fn the_agent_card_is_served_with_caching_and_names_this_server() {
     let rest = Client::send(
         Client::new(url.trim_end_matches('/'))
             .as_participant("alice")
-            .request(
-                Method::GET,
-                &format!("/tasks/{}", task["id"].as_str().unwrap()),
-            ),
+            .request(Method::GET, &format!("/tasks/{}", id_of(&task))),
     )
     .await;
     assert_eq!(rest.status, StatusCode::OK, "{}", rest.text);

@@ -186,7 +186,7 @@ async fn a_remote_agent_that_fails_shows_its_class_not_its_url() {
         .api(Binding::JsonRpc)
         .as_participant("alice");
     let task = api.send_text("alice", "Parent").await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     let child_id = format!("{id}.1");
     let child = poll_state(&api, &child_id, "TASK_STATE_FAILED").await;
     assert_eq!(

@@ -52,7 +52,7 @@ async fn a_push_config_receives_the_status_updates_of_a_follow_up() {
         let mut hook = Webhook::start().await;
         let api = server.client().api(binding);
         let task = api.send_text("alice", "hello").await;
-        let task_id = task["id"].as_str().unwrap();
+        let task_id = id_of(&task);
         let config = api
             .as_participant("alice")
             .create_push(
@@ -122,7 +122,7 @@ async fn an_inline_push_config_delivers_the_new_task_from_its_first_event() {
         // The inline config is a config of the task like any other.
         let listed = api
             .as_participant("alice")
-            .list_push(task["id"].as_str().unwrap())
+            .list_push(id_of(&task))
             .await
             .expect("list");
         let configs = listed["configs"].as_array().expect("configs");
@@ -170,7 +170,7 @@ async fn task_with_config(server: &Server, hook: &Webhook, path: &str) -> serde_
     let task = api.send_text("alice", "hello").await;
     api.as_participant("alice")
         .create_push(
-            task["id"].as_str().unwrap(),
+            id_of(&task),
             json!({"url": hook.url(path), "token": "tok",
                    "authentication": {"scheme": "Bearer", "credentials": "secret"}}),
         )
@@ -242,7 +242,7 @@ async fn a_deleted_config_is_not_notified_while_another_one_is() {
         let api = server.client().api(binding);
         let alice = api.as_participant("alice");
         let task = api.send_text("alice", "hello").await;
-        let task_id = task["id"].as_str().unwrap();
+        let task_id = id_of(&task);
         let auth = json!({"scheme": "Bearer", "credentials": "secret"});
         for (id, path) in [("kept", "/kept"), ("gone", "/gone")] {
             alice
@@ -286,7 +286,7 @@ async fn loopback_webhooks_are_refused_unless_the_operator_allows_them() {
         let task = api.send_text("alice", "hello").await;
         for url in ["http://127.0.0.1:9/hook", "http://localhost:9/hook"] {
             api.as_participant("alice")
-                .create_push(task["id"].as_str().unwrap(), json!({ "url": url }))
+                .create_push(id_of(&task), json!({ "url": url }))
                 .await
                 .refused("loopback", -32602, 400, "INVALID_PARAMS");
         }
@@ -302,7 +302,7 @@ async fn loopback_webhooks_are_refused_unless_the_operator_allows_them() {
         assert_eq!(list["totalSize"], 0, "{binding:?}: {list}");
         let configs = api
             .as_participant("alice")
-            .list_push(task["id"].as_str().unwrap())
+            .list_push(id_of(&task))
             .await
             .expect("list");
         assert_eq!(
@@ -360,7 +360,7 @@ async fn a_watcher_cannot_see_take_over_or_delete_the_reporters_push_config() {
         let api = server.client().api(binding);
         let team = [("alice", "reporter"), ("wes", "watcher"), ("ada", "admin")];
         let task = team_task(&api, "alice", &team).await;
-        let task_id = task["id"].as_str().unwrap();
+        let task_id = id_of(&task);
         let (alice, wes, ada) = (
             api.as_participant("alice"),
             api.as_participant("wes"),
@@ -453,7 +453,7 @@ async fn a_removed_participants_webhook_gets_nothing_after_the_removal() {
         let api = server.client().api(binding);
         let team = [("ada", "admin"), ("bob", "watcher")];
         let task = team_task(&api, "ada", &team).await;
-        let task_id = task["id"].as_str().unwrap();
+        let task_id = id_of(&task);
         for (who, hook) in [("ada", &adas_hook), ("bob", &bobs_hook)] {
             api.as_participant(who)
                 .create_push(
@@ -513,7 +513,7 @@ async fn push_configs_are_capped_per_participant_and_per_task() {
             .chain(names.iter().map(|n| (n.as_str(), "watcher")))
             .collect();
         let task = team_task(&api, "alice", &team).await;
-        let task_id = task["id"].as_str().unwrap();
+        let task_id = id_of(&task);
         let alice = api.as_participant("alice");
         let config = |id: String| json!({"id": id, "url": hook.url("/capped")});
         for i in 0..PER_PARTICIPANT {

@@ -23,7 +23,7 @@ async fn a_sub_task_runs_on_a_remote_agent_and_its_outcome_comes_back() {
         .start();
     let api = local.client().api(Binding::JsonRpc).as_participant("alice");
     let task = api.send_text("alice", "Parent").await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     // The new task is named after its first line, so the script for "Parent" plays.
     assert_eq!(status_text(&task), "asked the ledger agent", "{task}");
     let sub = &ext(&task)["sub_tasks"][0];

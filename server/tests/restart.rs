@@ -13,7 +13,7 @@ async fn a_task_survives_a_kill_and_restart_and_takes_follow_ups() {
     let mut hook = Webhook::start().await;
     let api = server.client().api(Binding::JsonRpc);
     let task = api.send_text("alice", "before the restart").await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     api.as_participant("alice")
         .create_push(
             &id,

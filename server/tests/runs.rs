@@ -105,7 +105,7 @@ async fn a_run_killed_mid_way_completes_after_a_restart_without_repeating_a_turn
     let mut req = send_req(text("alice", "do both steps"));
     req["configuration"] = json!({"returnImmediately": true});
     let task = api.send_ok(req).await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     // Wait for the first turn (the plan) to be committed, then kill the server while the
     // second turn's model call is in flight.
     let read = poll_task(&api, &id, "a plan", |read| !ext(read)["plan"].is_null()).await;

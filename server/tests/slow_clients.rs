@@ -194,7 +194,7 @@ async fn an_event_stream_quiet_for_longer_than_every_timeout_stays_open() {
         .start();
     let sender = server.client().api(Binding::JsonRpc);
     let task = sender.send_text("alice", "first").await;
-    let id = task["id"].as_str().unwrap();
+    let id = id_of(&task);
     let watcher = server.client().fresh_connection().as_participant("alice");
     let mut events = watcher
         .api(Binding::Rest)

@@ -34,7 +34,7 @@ async fn a_new_task_cannot_link_to_tasks_on_this_service() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let victim = api.send_text("alice", "alice's work").await;
-        let victim_id = victim["id"].as_str().unwrap();
+        let victim_id = id_of(&victim);
         let name = format!("mallory-{binding:?}");
         let mallory = api.as_participant(&name);
         let links = [
@@ -93,7 +93,7 @@ async fn links_to_tasks_on_other_agents_are_information_only() {
     let server = Server::start();
     let api = server.client().api(Binding::JsonRpc);
     let victim = api.send_text("alice", "alice's work").await;
-    let victim_id = victim["id"].as_str().unwrap();
+    let victim_id = id_of(&victim);
     // A link that says "on another agent" is accepted, even naming a task id that exists
     // here, and nothing travels along it: no cancel, no mirrored state.
     let mallory = api.as_participant("mallory");
@@ -112,10 +112,7 @@ async fn links_to_tasks_on_other_agents_are_information_only() {
         "kept as given"
     );
     api.follow_up(&victim, "alice", "more work").await;
-    let canceled = mallory
-        .cancel(own["id"].as_str().unwrap())
-        .await
-        .expect("cancel");
+    let canceled = mallory.cancel(id_of(&own)).await.expect("cancel");
     assert_eq!(state(&canceled), "TASK_STATE_CANCELED");
     assert_eq!(
         ext(&canceled)["sub_tasks"][0]["state"],
@@ -132,7 +129,7 @@ async fn nobody_may_act_as_the_service_agent() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api.send_text("alice", "alice's work").await;
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
         let impostor = api.as_participant(AGENT);
 
         // Listing as the agent would list every task on the service.
@@ -168,7 +165,7 @@ async fn an_agent_participant_needs_a_verified_identity() {
                         {"id": "billing-bot", "kind": "agent", "role": "watcher"}]}),
             ))
             .await;
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
         let bot = api.as_participant("billing-bot");
         bot.get_task(id, None)
             .await
@@ -215,7 +212,7 @@ async fn ids_are_never_blank_and_have_a_length_limit() {
         m["contextId"] = json!(long);
         cases.push(("contextId", send_req(m)));
         let mut m = text("alice", "hi");
-        m["taskId"] = json!(format!("{}\n", task["id"].as_str().unwrap()));
+        m["taskId"] = json!(format!("{}\n", id_of(&task)));
         cases.push(("taskId", send_req(m)));
         for (field, req) in cases {
             let err = api.send(req).await.expect_err("refused");
@@ -395,11 +392,7 @@ async fn watchers_cannot_send_event_envelopes() {
             "{}",
             err.message
         );
-        let after = api
-            .as_participant("alice")
-            .get_task(task["id"].as_str().unwrap(), None)
-            .await
-            .expect("get");
+        let after = api.read_as("alice", id_of(&task)).await;
         assert_eq!(after["history"], task["history"], "nothing recorded");
         // A watcher's plain comment is still accepted.
         let commented = api.follow_up(&task, "wes", "looks good").await;
@@ -450,11 +443,7 @@ async fn the_agent_and_the_last_admin_stay_on_the_task() {
         let err = api.send(edit(no_admin)).await.expect_err("refused");
         invalid_params(&err);
         assert!(err.message.contains("last admin"), "{}", err.message);
-        let after = api
-            .as_participant("ops")
-            .get_task(task["id"].as_str().unwrap(), None)
-            .await
-            .expect("get");
+        let after = api.read_as("ops", id_of(&task)).await;
         assert_eq!(ext(&after)["participants"], ext(&task)["participants"]);
     }
 }
@@ -476,7 +465,7 @@ async fn webhooks_to_ipv4_hidden_in_ipv6_are_refused() {
             "https://[2002:a00:1::1]/hook",
         ] {
             alice
-                .create_push(task["id"].as_str().unwrap(), json!({ "url": url }))
+                .create_push(id_of(&task), json!({ "url": url }))
                 .await
                 .expect_err(url)
                 .assert_is(-32602, 400, "INVALID_PARAMS");
