@@ -338,13 +338,7 @@ async fn only_an_admin_changes_roles() {
     let task = api
         .send_ok(new_task("By admin", json!([]), people, "promote bob"))
         .await;
-    let bob = ext(&task)["participants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == "bob")
-        .unwrap()
-        .clone();
+    let bob = participant(&task, "bob").clone();
     assert_eq!(bob["role"], "reporter");
     // Driven by a reporter: refused, nothing changes.
     let people = json!([{"id": "alice", "kind": "human", "role": "reporter"},
@@ -353,13 +347,7 @@ async fn only_an_admin_changes_roles() {
         .send_ok(new_task("By reporter", json!([]), people, "promote bob"))
         .await;
     let id = id_of(&task).to_owned();
-    let bob = ext(&task)["participants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == "bob")
-        .unwrap()
-        .clone();
+    let bob = participant(&task, "bob").clone();
     assert_eq!(bob["role"], "watcher");
     let results = tool_results(&transcript(server, &id).await);
     assert!(

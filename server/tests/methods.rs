@@ -88,7 +88,7 @@ async fn send_streaming_message_gives_the_task_then_working_then_input_required(
         }
         assert_eq!(status_text(&events[2]["statusUpdate"]), "stream me");
         // The task the stream created is the task GetTask reads.
-        let read = api.read_as("alice", id_of(&task)).await;
+        let read = api.read_as("alice", id_of(task)).await;
         assert_eq!(state(&read), "TASK_STATE_INPUT_REQUIRED");
     }
 }
@@ -133,7 +133,7 @@ fn ids(list: &Value) -> Vec<String> {
         .as_array()
         .expect("tasks")
         .iter()
-        .map(|t| id_of(&t).to_owned())
+        .map(|t| id_of(t).to_owned())
         .collect()
 }
 
@@ -154,7 +154,7 @@ async fn list_tasks_is_scoped_to_the_caller_paged_and_filtered() {
         .await
         .expect("cancel");
     assert_eq!(state(&canceled), "TASK_STATE_CANCELED");
-    let alices: BTreeSet<String> = [&a, &b, &c].iter().map(|t| id_of(&t).to_owned()).collect();
+    let alices: BTreeSet<String> = [&a, &b, &c].iter().map(|t| id_of(t).to_owned()).collect();
 
     for binding in BOTH {
         let alice = server.client().as_participant("alice").api(binding);
@@ -521,7 +521,7 @@ async fn push_config_methods_create_get_list_and_delete() {
             .as_array()
             .expect("configs")
             .iter()
-            .map(|c| id_of(&c))
+            .map(|c| id_of(c))
             .collect();
         listed_ids.sort_unstable();
         let mut expected = vec![assigned_id.as_str(), "cfg-mine"];

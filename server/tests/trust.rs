@@ -28,6 +28,17 @@ fn invalid_params(err: &ApiError) {
     err.assert_is(-32602, 400, "INVALID_PARAMS");
 }
 
+/// INVALID_PARAMS, and the message names `field`.
+fn invalid_params_naming(err: &ApiError, field: &str) {
+    invalid_params(err);
+    assert!(
+        err.message.contains(field),
+        "{:?} {field}: {}",
+        err.binding,
+        err.message
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_task_cannot_link_to_tasks_on_this_service() {
     let server = Server::start();
@@ -57,12 +68,7 @@ async fn a_new_task_cannot_link_to_tasks_on_this_service() {
                 .send(new_task(&name, "cancel me, and them", payload))
                 .await
                 .expect_err("a link to a task here is refused");
-            invalid_params(&err);
-            assert!(
-                err.message.contains(field),
-                "{binding:?} {field}: {}",
-                err.message
-            );
+            invalid_params_naming(&err, field);
         }
         // Nothing was created, and the victim's task is as it was.
         let listed = mallory.list_tasks(json!({})).await.expect("list");
@@ -216,12 +222,7 @@ async fn ids_are_never_blank_and_have_a_length_limit() {
         cases.push(("taskId", send_req(m)));
         for (field, req) in cases {
             let err = api.send(req).await.expect_err("refused");
-            invalid_params(&err);
-            assert!(
-                err.message.contains(field),
-                "{binding:?} {field}: {}",
-                err.message
-            );
+            invalid_params_naming(&err, field);
         }
         invalid_params(
             &api.as_participant(&long)

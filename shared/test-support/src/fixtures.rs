@@ -109,6 +109,16 @@ pub fn ext(task: &Value) -> &Value {
     &task["metadata"][TASK_METADATA_KEY]
 }
 
+/// The participant `id` of a task (fails the test if it has none such).
+pub fn participant<'a>(task: &'a Value, id: &str) -> &'a Value {
+    ext(task)["participants"]
+        .as_array()
+        .expect("participants")
+        .iter()
+        .find(|p| p["id"] == id)
+        .unwrap_or_else(|| panic!("no participant {id}: {task}"))
+}
+
 /// The ids of the tasks in a `ListTasksResponse`, in order.
 pub fn listed_ids(list: &Value) -> Vec<&str> {
     list["tasks"]
