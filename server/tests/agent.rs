@@ -300,7 +300,12 @@ async fn a_task_for_a_participant_completes_on_their_answer() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| (id_of(&p).into(), p["role"].as_str().unwrap().into()))
+        .map(|p| {
+            (
+                p["id"].as_str().unwrap().into(),
+                p["role"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     assert!(
         roles.contains(&("bob".into(), "assignee".into())),

@@ -39,7 +39,7 @@ async fn a_task_envelope_sets_criteria_and_an_event_envelope_meeting_them_comple
             .as_array()
             .unwrap()
             .iter()
-            .map(|p| (id_of(&p), p["role"].as_str().unwrap()))
+            .map(|p| (p["id"].as_str().unwrap(), p["role"].as_str().unwrap()))
             .collect();
         assert_eq!(roles, [("alice", "reporter"), ("tiny-harness", "assignee")]);
 

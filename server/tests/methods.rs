@@ -521,7 +521,7 @@ async fn push_config_methods_create_get_list_and_delete() {
             .as_array()
             .expect("configs")
             .iter()
-            .map(|c| id_of(c))
+            .map(|c| c["id"].as_str().unwrap())
             .collect();
         listed_ids.sort_unstable();
         let mut expected = vec![assigned_id.as_str(), "cfg-mine"];
