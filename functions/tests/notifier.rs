@@ -101,7 +101,7 @@ fn notifier(deployment: &Deployment) -> Notifier {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_is_delivered_in_order_and_only_the_failing_task_is_retried() {
     let deployment = Deployment::with_env(&[("TH_ALLOW_PRIVATE_WEBHOOKS", "true")]);
-    let hook = Webhook::start(&[("/flaky", 503), ("/gone", 410)]).await;
+    let hook = Webhook::answering_paths(&[("/flaky", 503), ("/gone", 410)]).await;
     let good = task_with_webhook(&deployment, &hook.url("/good"), "g").await;
     let flaky = task_with_webhook(&deployment, &hook.url("/flaky"), "f").await;
     let gone = task_with_webhook(&deployment, &hook.url("/gone"), "x").await;
@@ -118,14 +118,8 @@ async fn a_batch_is_delivered_in_order_and_only_the_failing_task_is_retried() {
 
     // The good webhook got all three events of its task, in order, with its credentials.
     let received = hook.received();
-    let good_got: Vec<&Received> = received
-        .iter()
-        .filter(|(path, ..)| path == "/good")
-        .collect();
-    let kinds: Vec<String> = good_got
-        .iter()
-        .map(|(_, _, body)| event_kind(body))
-        .collect();
+    let good_got: Vec<&Delivery> = received.iter().filter(|d| d.path == "/good").collect();
+    let kinds: Vec<String> = good_got.iter().map(|d| event_kind(&d.body)).collect();
     assert_eq!(
         kinds,
         [
@@ -137,13 +131,13 @@ async fn a_batch_is_delivered_in_order_and_only_the_failing_task_is_retried() {
     assert!(
         good_got
             .iter()
-            .all(|(_, auth, _)| auth.as_deref() == Some("Bearer secret-g"))
+            .all(|d| d.header("authorization") == Some("Bearer secret-g"))
     );
     // The webhook that is gone for good was tried once per event and is not retried.
-    assert_eq!(received.iter().filter(|(p, ..)| p == "/gone").count(), 3);
+    assert_eq!(received.iter().filter(|d| d.path == "/gone").count(), 3);
     // The flaky one: its first event failed after the sender's two attempts; the rest of its
     // task waits (order), and exactly its records are reported for retry.
-    assert_eq!(received.iter().filter(|(p, ..)| p == "/flaky").count(), 2);
+    assert_eq!(received.iter().filter(|d| d.path == "/flaky").count(), 2);
     let failed: Vec<String> = response
         .batch_item_failures
         .iter()
@@ -215,7 +209,7 @@ async fn set_participants(
 async fn a_config_whose_owner_left_the_task_gets_nothing_and_is_removed() {
     use task_core::extension::{Participant, ParticipantKind, Role};
     let deployment = Deployment::with_env(&[("TH_ALLOW_PRIVATE_WEBHOOKS", "true")]);
-    let hook = Webhook::start(&[]).await;
+    let hook = Webhook::start().await;
     let task = task_with_webhook(&deployment, &hook.url("/alice"), "a").await;
     set_participants(&deployment, &task, |p| {
         p.push(Participant::new(
@@ -243,12 +237,12 @@ async fn a_config_whose_owner_left_the_task_gets_nothing_and_is_removed() {
     assert!(response.batch_item_failures.is_empty());
     let received = hook.received();
     assert_eq!(
-        received.iter().filter(|(p, ..)| p == "/alice").count(),
+        received.iter().filter(|d| d.path == "/alice").count(),
         expected.len(),
         "the owner who stayed gets every event"
     );
     assert_eq!(
-        received.iter().filter(|(p, ..)| p == "/bob").count(),
+        received.iter().filter(|d| d.path == "/bob").count(),
         0,
         "nothing goes to a config whose owner left"
     );

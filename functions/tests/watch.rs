@@ -97,7 +97,7 @@ async fn the_functions_under_cargo_lambda_watch() {
         base: base.trim_end_matches('/').to_owned(),
         http: reqwest::Client::new(),
     };
-    let hook = Webhook::start(&[]).await;
+    let hook = Webhook::start().await;
     let get = reqwest::Method::GET;
     let post = reqwest::Method::POST;
 
@@ -376,10 +376,7 @@ async fn the_functions_under_cargo_lambda_watch() {
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
     let received = hook.received();
-    let kinds: Vec<String> = received
-        .iter()
-        .map(|(_, _, body)| event_kind(body))
-        .collect();
+    let kinds: Vec<String> = received.iter().map(|d| event_kind(&d.body)).collect();
     assert_eq!(
         kinds,
         [
@@ -396,7 +393,7 @@ async fn the_functions_under_cargo_lambda_watch() {
     assert!(
         received
             .iter()
-            .all(|(path, auth, _)| path == "/hook" && auth.as_deref() == Some("Bearer secret"))
+            .all(|d| d.path == "/hook" && d.header("authorization") == Some("Bearer secret"))
     );
 
     // Every DynamoDB operation each function was seen calling (its `dynamodb call` log lines)

@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use serde_json::{Value, json};
 use store_embedded::EmbeddedStore;
@@ -47,35 +45,6 @@ fn text_part_value(text: &str) -> Value {
 
 fn alice_only() -> Value {
     json!([{"id": "alice", "kind": "human", "role": "reporter"}])
-}
-
-/// Polls the task until `done` holds (bounded by [`WAIT`]).
-async fn until(api: &Api, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let task = api.get_task(id, None).await.expect("get");
-        if done(&task) {
-            return task;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {task}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn until_state(api: &Api, id: &str, expected: &str) -> Value {
-    until(api, id, expected, |t| state(t) == expected).await
-}
-
-fn texts(task: &Value) -> Vec<String> {
-    task["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["parts"][0]["text"].as_str().unwrap_or("").to_owned())
-        .collect()
 }
 
 /// The transcript the agent left for task `id`, read from the stopped server's store.
@@ -117,7 +86,7 @@ async fn a_plan_is_made_its_steps_completed_and_bad_calls_reported() {
             "please refund",
         ))
         .await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED", "{task}");
     assert_eq!(
         status_text(&task),
@@ -199,14 +168,14 @@ async fn a_parent_waits_for_its_sub_task_and_completes_when_its_criteria_are_met
         .await;
     // The turn ended with the criteria met but the child unresolved: the parent works on.
     let task = task.expect("send");
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     let child_id = format!("{id}.1");
-    let done = until_state(&alice, &id, "TASK_STATE_COMPLETED").await;
+    let done = poll_state(&alice, &id, "TASK_STATE_COMPLETED").await;
     assert_eq!(status_text(&done), "the child is done; so am I");
     let sub = &ext(&done)["sub_tasks"][0];
     assert_eq!(sub["task_id"], json!(child_id));
     assert_eq!(sub["state"], "TASK_STATE_COMPLETED", "mirrored");
-    let history = texts(&alice.get_task(&id, None).await.unwrap());
+    let history = history_texts(&alice.get_task(&id, None).await.unwrap());
     assert!(
         history
             .iter()
@@ -222,7 +191,7 @@ async fn a_parent_waits_for_its_sub_task_and_completes_when_its_criteria_are_met
     assert_eq!(ext(&child)["parent_tasks"][0]["task_id"], json!(id));
     assert_eq!(status_text(&child), "the ledger balances");
     assert_eq!(
-        texts(&child)[0],
+        history_texts(&child)[0],
         "check the ledger\n\nAcceptance criteria:\n- balanced"
     );
 }
@@ -241,7 +210,7 @@ async fn a_help_request_waits_for_the_asked_participant_only() {
     let task = api
         .send_ok(new_task("Refund", json!([]), people, "refund 48213"))
         .await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED");
     let help = &task["status"]["message"];
     assert_eq!(
@@ -281,10 +250,10 @@ async fn a_help_request_waits_for_the_asked_participant_only() {
         status_text(&still),
         "Full or partial refund?\nOptions: full, partial"
     );
-    assert!(texts(&still).contains(&"hurry up".to_owned()));
+    assert!(history_texts(&still).contains(&"hurry up".to_owned()));
 
     // Bob answers: the run resumes with the framed answer.
-    let answered = api.send_ok(send_req(on(text("bob", "Full."), &task))).await;
+    let answered = api.follow_up(&task, "bob", "Full.").await;
     assert_eq!(state(&answered), "TASK_STATE_INPUT_REQUIRED");
     assert_eq!(status_text(&answered), "Refunding in full.");
     let entries = transcript(server, &id).await;
@@ -317,7 +286,7 @@ async fn a_task_for_a_participant_completes_on_their_answer() {
     let task = api
         .send_ok(new_task("Refund", json!([]), people, "refund it"))
         .await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     assert_eq!(status_text(&task), "asked bob to sign off");
     let child_id = format!("{id}.1");
     let bob = api.as_participant("bob");
@@ -347,12 +316,10 @@ async fn a_task_for_a_participant_completes_on_their_answer() {
         "{roles:?}"
     );
 
-    let done = api
-        .send_ok(send_req(on(text("bob", "approved"), &child)))
-        .await;
+    let done = api.follow_up(&child, "bob", "approved").await;
     assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
     assert_eq!(status_text(&done), "approved");
-    let parent = until(&api.as_participant("alice"), &id, "the parent told", |t| {
+    let parent = poll_task(&api.as_participant("alice"), &id, "the parent told", |t| {
         status_text(t) == "bob signed off"
     })
     .await;
@@ -376,13 +343,7 @@ async fn only_an_admin_changes_roles() {
     let task = api
         .send_ok(new_task("By admin", json!([]), people, "promote bob"))
         .await;
-    let bob = ext(&task)["participants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == "bob")
-        .unwrap()
-        .clone();
+    let bob = participant(&task, "bob").clone();
     assert_eq!(bob["role"], "reporter");
     // Driven by a reporter: refused, nothing changes.
     let people = json!([{"id": "alice", "kind": "human", "role": "reporter"},
@@ -390,14 +351,8 @@ async fn only_an_admin_changes_roles() {
     let task = api
         .send_ok(new_task("By reporter", json!([]), people, "promote bob"))
         .await;
-    let id = task["id"].as_str().unwrap().to_owned();
-    let bob = ext(&task)["participants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == "bob")
-        .unwrap()
-        .clone();
+    let id = id_of(&task).to_owned();
+    let bob = participant(&task, "bob").clone();
     assert_eq!(bob["role"], "watcher");
     let results = tool_results(&transcript(server, &id).await);
     assert!(
@@ -421,7 +376,7 @@ async fn skills_are_listed_loaded_read_and_unloaded() {
     let task = api
         .send_ok(new_task("Skills", json!([]), alice_only(), "read up"))
         .await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     assert_eq!(status_text(&task), "read the policy");
     let results = tool_results(&transcript(server, &id).await);
     assert!(
@@ -528,7 +483,7 @@ async fn a_model_that_fails_fails_the_task_with_the_reason() {
     assert_eq!(state(&task), "TASK_STATE_FAILED", "{task}");
     // The participants read the class; the log says what is wrong with the script.
     assert_eq!(status_text(&task), "the model is misconfigured", "{task}");
-    let id = task["id"].as_str().unwrap();
+    let id = id_of(&task);
     let log = server.log();
     assert!(
         log.lines()
@@ -552,12 +507,12 @@ async fn canceling_a_parent_cancels_its_unfinished_children() {
     let task = api
         .send_ok(new_task("Parent", json!([]), alice_only(), "go"))
         .await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     let child_id = format!("{id}.1");
-    until_state(&alice, &child_id, "TASK_STATE_WORKING").await;
+    poll_state(&alice, &child_id, "TASK_STATE_WORKING").await;
     let canceled = alice.cancel(&id).await.expect("cancel");
     assert_eq!(state(&canceled), "TASK_STATE_CANCELED");
-    let child = until_state(&alice, &child_id, "TASK_STATE_CANCELED").await;
+    let child = poll_state(&alice, &child_id, "TASK_STATE_CANCELED").await;
     assert_eq!(
         status_text(&child),
         format!("canceled with its parent {id}")

@@ -53,12 +53,7 @@ async fn a_request_without_a2a_version_is_taken_as_0_3_and_refused() {
     }
 
     // Another version is refused too; the version may also come as a query parameter.
-    let reply = Client::send(
-        plain
-            .request(Method::GET, "/tasks")
-            .header("A2A-Version", "0.3"),
-    )
-    .await;
+    let reply = plain.get_with_header("/tasks", "A2A-Version", "0.3").await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     let reply = plain
         .rest(Method::GET, "/tasks?A2A-Version=1.0", None)
@@ -87,8 +82,7 @@ async fn an_unknown_extension_is_refused_before_anything_is_stored() {
             let api = server.client().with_extensions(header).api(binding);
             api.send(send_req(text("carol", "store me?")))
                 .await
-                .expect_err("unknown extension")
-                .assert_is(-32004, 400, "UNSUPPORTED_OPERATION");
+                .refused("unknown extension", -32004, 400, "UNSUPPORTED_OPERATION");
             let Err(err) = api
                 .send_streaming(send_req(text("carol", "store me?")))
                 .await
@@ -123,7 +117,7 @@ async fn a_supported_extension_is_echoed_in_the_response() {
         .await;
     assert_eq!(reply.header("a2a-extensions"), Some(TASK_EXTENSION_URI));
     let task = reply.json()["result"]["task"].clone();
-    let id = task["id"].as_str().unwrap();
+    let id = id_of(&task);
 
     let reply = client
         .as_participant("alice")
@@ -169,17 +163,19 @@ async fn x_participant_id_names_the_caller_when_the_message_does_not() {
             .await;
         assert_eq!(ext(&task)["participants"][0]["id"], "dave", "{binding:?}");
         assert_eq!(ext(&task)["participants"][0]["role"], "reporter");
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
         let read = dave.get_task(id, None).await.expect("dave reads his task");
         assert_eq!(read["id"], task["id"]);
 
         // The message's own participant id wins over the header.
-        let task = dave.send_ok(send_req(text("erin", "I am erin"))).await;
+        let task = dave.send_text("erin", "I am erin").await;
         assert_eq!(ext(&task)["participants"][0]["id"], "erin", "{binding:?}");
-        dave.get_task(task["id"].as_str().unwrap(), None)
-            .await
-            .expect_err("dave is not a participant of erin's task")
-            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+        dave.get_task(id_of(&task), None).await.refused(
+            "dave is not a participant of erin's task",
+            -32001,
+            404,
+            "TASK_NOT_FOUND",
+        );
     }
 }
 

@@ -15,12 +15,10 @@ async fn a_follow_up_from_a_non_participant_sees_only_the_refusal() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "private matter"))).await;
+        let task = api.send_text("alice", "private matter").await;
 
         // Blocking send: a view with id, contextId and a status that says why; nothing else.
-        let refused = api
-            .send_ok(send_req(on(text("mallory", "let me in"), &task)))
-            .await;
+        let refused = api.follow_up(&task, "mallory", "let me in").await;
         assert_eq!(keys(&refused), ["contextId", "id", "status"], "{refused}");
         assert_eq!(refused["id"], task["id"]);
         assert_eq!(refused["contextId"], task["contextId"]);
@@ -55,11 +53,7 @@ async fn a_follow_up_from_a_non_participant_sees_only_the_refusal() {
         );
 
         // Nothing changed for the participants.
-        let read = api
-            .as_participant("alice")
-            .get_task(task["id"].as_str().unwrap(), None)
-            .await
-            .expect("get");
+        let read = api.read_as("alice", id_of(&task)).await;
         assert_eq!(state(&read), "TASK_STATE_INPUT_REQUIRED");
         assert_eq!(status_text(&read), "private matter");
         assert_eq!(read["history"].as_array().map(Vec::len), Some(2));
@@ -72,8 +66,8 @@ async fn every_read_by_a_non_participant_answers_like_a_missing_task() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "mine"))).await;
-        let id = task["id"].as_str().unwrap();
+        let task = api.send_text("alice", "mine").await;
+        let id = id_of(&task);
         let mallory = api.as_participant("mallory");
         let alice = api.as_participant("alice");
         let config = json!({"url": "https://example.com/hook"});
@@ -114,8 +108,12 @@ async fn every_read_by_a_non_participant_answers_like_a_missing_task() {
         assert_eq!(list["tasks"], json!([]));
 
         // A task that does not exist answers the same way.
-        let missing = alice.get_task("no-such-task", None).await.expect_err("get");
-        missing.assert_is(-32001, 404, "TASK_NOT_FOUND");
+        let missing = alice.get_task("no-such-task", None).await.refused(
+            "get",
+            -32001,
+            404,
+            "TASK_NOT_FOUND",
+        );
         assert_eq!(missing.message, "task not found: no-such-task");
 
         // The task is intact: the stranger's cancel did nothing.
@@ -132,8 +130,7 @@ async fn no_participant_asserted_is_invalid_params() {
         let err = anonymous
             .send(send_req(message(None, vec![text_part("who?")])))
             .await
-            .expect_err("no participant");
-        err.assert_is(-32602, 400, "INVALID_PARAMS");
+            .refused("no participant", -32602, 400, "INVALID_PARAMS");
         assert_eq!(err.message, "no participant asserted");
         let Err(err) = anonymous
             .send_streaming(send_req(message(None, vec![text_part("who?")])))
@@ -146,14 +143,18 @@ async fn no_participant_asserted_is_invalid_params() {
         // A participant id that is not a string asserts nothing.
         let mut numeric = message(None, vec![text_part("who?")]);
         numeric["metadata"] = json!({"participant_id": 7});
-        anonymous
-            .send(send_req(numeric))
-            .await
-            .expect_err("a number is no participant")
-            .assert_is(-32602, 400, "INVALID_PARAMS");
+        anonymous.send(send_req(numeric)).await.refused(
+            "a number is no participant",
+            -32602,
+            400,
+            "INVALID_PARAMS",
+        );
 
-        let err = anonymous.list_tasks(json!({})).await.expect_err("list");
-        err.assert_is(-32602, 400, "INVALID_PARAMS");
+        let err =
+            anonymous
+                .list_tasks(json!({}))
+                .await
+                .refused("list", -32602, 400, "INVALID_PARAMS");
         assert_eq!(err.message, "no participant asserted");
         let err = anonymous.get_task("any", None).await.expect_err("get");
         assert_eq!(err.message, "no participant asserted");
@@ -175,7 +176,7 @@ async fn a_default_participant_serves_a_plain_client() {
             json!({"id": "guest", "kind": "human", "role": "reporter", "display_name": ""}),
             "{binding:?}"
         );
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
         let read = plain.get_task(id, None).await.expect("the guest reads it");
         assert_eq!(read["id"], task["id"]);
         let list = plain.list_tasks(json!({})).await.expect("list");
@@ -196,7 +197,6 @@ async fn a_default_participant_serves_a_plain_client() {
             .as_participant("alice")
             .get_task(id, None)
             .await
-            .expect_err("alice is no participant")
-            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+            .refused("alice is no participant", -32001, 404, "TASK_NOT_FOUND");
     }
 }

@@ -7,18 +7,6 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-fn task_envelope(data: Value) -> Value {
-    data_part(TASK_MEDIA_TYPE, data)
-}
-
-fn event_envelope(kind: &str, payload: Value) -> Value {
-    data_part(EVENT_MEDIA_TYPE, json!({"kind": kind, "payload": payload}))
-}
-
-fn id_of(task: &Value) -> &str {
-    task["id"].as_str().unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_envelope_sets_criteria_and_an_event_envelope_meeting_them_completes_the_task() {
     let server = Server::start();
@@ -77,8 +65,10 @@ async fn a_task_envelope_sets_criteria_and_an_event_envelope_meeting_them_comple
 
         // A terminal task takes no more messages, blocking or streaming.
         let more = send_req(on(text("alice", "one more thing"), &created));
-        let err = api.send(more.clone()).await.expect_err("terminal");
-        err.assert_is(-32004, 400, "UNSUPPORTED_OPERATION");
+        let err =
+            api.send(more.clone())
+                .await
+                .refused("terminal", -32004, 400, "UNSUPPORTED_OPERATION");
         assert!(err.message.contains("terminal state"), "{err:?}");
         let Err(err) = api.send_streaming(more).await else {
             panic!("{binding:?}: a stream on a completed task");
@@ -101,21 +91,16 @@ async fn an_envelope_setting_a_server_controlled_field_is_refused_whole() {
                 ],
             )))
             .await
-            .expect_err("model is server-controlled");
-        err.assert_is(-32602, 400, "INVALID_PARAMS");
+            .refused("model is server-controlled", -32602, 400, "INVALID_PARAMS");
         assert_eq!(
             err.message,
             "task envelope cannot set server-controlled field(s): model"
         );
-        let list = api
-            .as_participant("carol")
-            .list_tasks(json!({}))
-            .await
-            .expect("list");
+        let list = api.list_as("carol").await;
         assert_eq!(list["totalSize"], 0, "{binding:?}: no task was created");
 
         // On an existing task too: refused, nothing applied.
-        let task = api.send_ok(send_req(text("alice", "a task"))).await;
+        let task = api.send_text("alice", "a task").await;
         api.send(send_req(on(
             message(
                 Some("alice"),
@@ -127,13 +112,13 @@ async fn an_envelope_setting_a_server_controlled_field_is_refused_whole() {
             &task,
         )))
         .await
-        .expect_err("reasoning_effort is server-controlled")
-        .assert_is(-32602, 400, "INVALID_PARAMS");
-        let read = api
-            .as_participant("alice")
-            .get_task(id_of(&task), None)
-            .await
-            .expect("get");
+        .refused(
+            "reasoning_effort is server-controlled",
+            -32602,
+            400,
+            "INVALID_PARAMS",
+        );
+        let read = api.read_as("alice", id_of(&task)).await;
         assert_eq!(ext(&read), ext(&task), "nothing applied");
     }
 }
@@ -167,43 +152,23 @@ async fn a_watchers_envelope_and_commands_are_refused() {
                 &task,
             )))
             .await
-            .expect_err("a watcher may not edit");
-        err.assert_is(-32602, 400, "INVALID_PARAMS");
+            .refused("a watcher may not edit", -32602, 400, "INVALID_PARAMS");
         assert_eq!(
             err.message, "a watcher may not edit this task",
             "{binding:?}"
         );
 
         // A command from a watcher is answered with a status update saying no.
-        let refused = api
-            .send_ok(send_req(on(text("wes", "/effort low"), &task)))
-            .await;
+        let refused = api.follow_up(&task, "wes", "/effort low").await;
         assert_eq!(status_text(&refused), "a watcher may not send commands");
         assert_eq!(state(&refused), "TASK_STATE_INPUT_REQUIRED");
 
-        let read = api
-            .as_participant("wes")
-            .get_task(id_of(&task), None)
-            .await
-            .expect("a watcher reads");
+        let read = api.read_as("wes", id_of(&task)).await;
         assert_eq!(ext(&read)["name"], "Watched");
         assert_eq!(ext(&read)["reasoning_effort"], Value::Null);
-        let list = api
-            .as_participant("wes")
-            .list_tasks(json!({}))
-            .await
-            .expect("list");
+        let list = api.list_as("wes").await;
         assert!(listed_ids(&list).contains(&id_of(&task)), "{list}");
     }
-}
-
-fn listed_ids(list: &Value) -> Vec<&str> {
-    list["tasks"]
-        .as_array()
-        .expect("tasks")
-        .iter()
-        .map(|t| t["id"].as_str().unwrap())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -229,8 +194,7 @@ async fn participants_an_admin_adds_or_removes_gain_or_lose_the_task() {
         as_zoe
             .get_task(id, None)
             .await
-            .expect_err("not yet")
-            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+            .refused("not yet", -32001, 404, "TASK_NOT_FOUND");
 
         // The admin adds zoe: she reads it and finds it in her list.
         let added = api
@@ -266,13 +230,12 @@ async fn participants_an_admin_adds_or_removes_gain_or_lose_the_task() {
         as_zoe
             .get_task(id, None)
             .await
-            .expect_err("removed")
-            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+            .refused("removed", -32001, 404, "TASK_NOT_FOUND");
         let list = as_zoe.list_tasks(json!({})).await.expect("list");
         assert_eq!(list["totalSize"], 0, "{binding:?}: {list}");
 
         // Only an admin changes participants.
-        let reporter_task = api.send_ok(send_req(text("bob", "mine"))).await;
+        let reporter_task = api.send_text("bob", "mine").await;
         let err = api
             .send(send_req(on(
                 message(
@@ -284,8 +247,12 @@ async fn participants_an_admin_adds_or_removes_gain_or_lose_the_task() {
                 &reporter_task,
             )))
             .await
-            .expect_err("a reporter may not change participants");
-        err.assert_is(-32602, 400, "INVALID_PARAMS");
+            .refused(
+                "a reporter may not change participants",
+                -32602,
+                400,
+                "INVALID_PARAMS",
+            );
         assert_eq!(err.message, "only an admin may change participants");
     }
 }
@@ -295,11 +262,9 @@ async fn commands_are_answered_by_a_status_update_and_do_not_run_the_agent() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "hello"))).await;
+        let task = api.send_text("alice", "hello").await;
 
-        let shown = api
-            .send_ok(send_req(on(text("alice", "/model"), &task)))
-            .await;
+        let shown = api.follow_up(&task, "alice", "/model").await;
         assert_eq!(
             status_text(&shown),
             "model: echo (default); available: echo (echo)",
@@ -307,15 +272,11 @@ async fn commands_are_answered_by_a_status_update_and_do_not_run_the_agent() {
         );
         assert_eq!(state(&shown), "TASK_STATE_INPUT_REQUIRED");
 
-        let effort = api
-            .send_ok(send_req(on(text("alice", "/effort high"), &task)))
-            .await;
+        let effort = api.follow_up(&task, "alice", "/effort high").await;
         assert_eq!(status_text(&effort), "reasoning effort set to high");
         assert_eq!(ext(&effort)["reasoning_effort"], "high");
 
-        let refused = api
-            .send_ok(send_req(on(text("alice", "/model nope"), &task)))
-            .await;
+        let refused = api.follow_up(&task, "alice", "/model nope").await;
         assert_eq!(
             status_text(&refused),
             "unknown model \"nope\"; available: echo (echo)"
@@ -340,11 +301,7 @@ async fn commands_are_answered_by_a_status_update_and_do_not_run_the_agent() {
             "reasoning effort set to low"
         );
 
-        let read = api
-            .as_participant("alice")
-            .get_task(id_of(&task), None)
-            .await
-            .expect("get");
+        let read = api.read_as("alice", id_of(&task)).await;
         assert_eq!(ext(&read)["reasoning_effort"], "low");
         assert_eq!(
             read["history"].as_array().map(Vec::len),
@@ -361,7 +318,7 @@ async fn a_command_as_the_first_message_opens_a_conversation() {
         let task = server
             .client()
             .api(binding)
-            .send_ok(send_req(text("alice", "/effort medium")))
+            .send_text("alice", "/effort medium")
             .await;
         assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED", "{binding:?}");
         assert_eq!(status_text(&task), "reasoning effort set to medium");
@@ -401,7 +358,7 @@ async fn a_repeated_message_id_is_processed_once() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "hello"))).await;
+        let task = api.send_text("alice", "hello").await;
         let repeated = on(text("alice", "only once"), &task);
         let first = api.send_ok(send_req(repeated.clone())).await;
         assert_eq!(status_text(&first), "only once");
@@ -409,11 +366,7 @@ async fn a_repeated_message_id_is_processed_once() {
         assert_eq!(second["id"], task["id"]);
         assert_eq!(state(&second), "TASK_STATE_INPUT_REQUIRED");
 
-        let read = api
-            .as_participant("alice")
-            .get_task(id_of(&task), None)
-            .await
-            .expect("get");
+        let read = api.read_as("alice", id_of(&task)).await;
         let history = read["history"].as_array().unwrap();
         assert_eq!(
             history
@@ -439,9 +392,11 @@ async fn return_immediately_answers_before_the_run_which_finishes_in_the_backgro
             matches!(state(&task), "TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING"),
             "{binding:?}: answered before the run: {task}"
         );
-        let done = poll_task(&api.as_participant("alice"), id_of(&task), |t| {
-            state(t) == "TASK_STATE_INPUT_REQUIRED"
-        })
+        let done = poll_state(
+            &api.as_participant("alice"),
+            id_of(&task),
+            "TASK_STATE_INPUT_REQUIRED",
+        )
         .await;
         assert_eq!(status_text(&done), "in the background");
     }
@@ -460,17 +415,12 @@ async fn a_part_with_an_unaccepted_media_type_is_content_type_not_supported() {
                 vec![text_part("look at this"), image],
             )))
             .await
-            .expect_err("image/png");
-        err.assert_is(-32005, 400, "CONTENT_TYPE_NOT_SUPPORTED");
+            .refused("image/png", -32005, 400, "CONTENT_TYPE_NOT_SUPPORTED");
         assert!(
             err.message.starts_with("part 2 has media type image/png"),
             "{err:?}"
         );
-        let list = api
-            .as_participant("carol")
-            .list_tasks(json!({}))
-            .await
-            .expect("list");
+        let list = api.list_as("carol").await;
         assert_eq!(list["totalSize"], 0, "nothing stored");
     }
 }
@@ -480,11 +430,13 @@ async fn a_follow_up_with_another_context_or_an_unknown_task_is_refused() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "hello"))).await;
+        let task = api.send_text("alice", "hello").await;
         let mut wrong = on(text("alice", "hi"), &task);
         wrong["contextId"] = json!("some-other-context");
-        let err = api.send(send_req(wrong)).await.expect_err("mismatch");
-        err.assert_is(-32602, 400, "INVALID_PARAMS");
+        let err =
+            api.send(send_req(wrong))
+                .await
+                .refused("mismatch", -32602, 400, "INVALID_PARAMS");
         assert!(err.message.contains("does not match"), "{err:?}");
 
         // The right context is fine.
@@ -494,8 +446,7 @@ async fn a_follow_up_with_another_context_or_an_unknown_task_is_refused() {
 
         api.send(send_req(on(text("alice", "hi"), &json!("no-such-task"))))
             .await
-            .expect_err("unknown task")
-            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+            .refused("unknown task", -32001, 404, "TASK_NOT_FOUND");
     }
 }
 
@@ -506,7 +457,7 @@ async fn a_follow_up_with_another_context_or_an_unknown_task_is_refused() {
 async fn a_reply_too_large_for_the_task_document_does_not_wedge_the_task() {
     let server = Server::start();
     let api = server.client().api(Binding::JsonRpc);
-    let task = api.send_ok(send_req(text("alice", "small start"))).await;
+    let task = api.send_text("alice", "small start").await;
     let big = "y".repeat(400 * 1024);
     match api
         .send_streaming(send_req(on(text("alice", &big), &task)))
@@ -532,9 +483,7 @@ async fn a_reply_too_large_for_the_task_document_does_not_wedge_the_task() {
         .await
         .expect("get");
     if state(&read) == "TASK_STATE_INPUT_REQUIRED" {
-        let next = api
-            .send_ok(send_req(on(text("alice", "small again"), &task)))
-            .await;
+        let next = api.follow_up(&task, "alice", "small again").await;
         assert_eq!(state(&next), "TASK_STATE_INPUT_REQUIRED");
         assert_eq!(status_text(&next), "small again");
     }

@@ -88,11 +88,7 @@ async fn send_streaming_message_gives_the_task_then_working_then_input_required(
         }
         assert_eq!(status_text(&events[2]["statusUpdate"]), "stream me");
         // The task the stream created is the task GetTask reads.
-        let read = api
-            .as_participant("alice")
-            .get_task(task["id"].as_str().unwrap(), None)
-            .await
-            .expect("get");
+        let read = api.read_as("alice", id_of(task)).await;
         assert_eq!(state(&read), "TASK_STATE_INPUT_REQUIRED");
     }
 }
@@ -102,8 +98,8 @@ async fn get_task_honours_history_length() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "hello"))).await;
-        let id = task["id"].as_str().unwrap();
+        let task = api.send_text("alice", "hello").await;
+        let id = id_of(&task);
         let alice = api.as_participant("alice");
 
         let all = alice.get_task(id, None).await.expect("get");
@@ -122,13 +118,13 @@ async fn get_task_honours_history_length() {
         alice
             .get_task(id, Some(-1))
             .await
-            .expect_err("negative")
-            .assert_is(-32602, 400, "INVALID_PARAMS");
-        alice
-            .get_task("no-such-task", None)
-            .await
-            .expect_err("unknown")
-            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+            .refused("negative", -32602, 400, "INVALID_PARAMS");
+        alice.get_task("no-such-task", None).await.refused(
+            "unknown",
+            -32001,
+            404,
+            "TASK_NOT_FOUND",
+        );
     }
 }
 
@@ -137,7 +133,7 @@ fn ids(list: &Value) -> Vec<String> {
         .as_array()
         .expect("tasks")
         .iter()
-        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .map(|t| id_of(t).to_owned())
         .collect()
 }
 
@@ -145,23 +141,20 @@ fn ids(list: &Value) -> Vec<String> {
 async fn list_tasks_is_scoped_to_the_caller_paged_and_filtered() {
     let server = Server::start();
     let api = server.client().api(Binding::JsonRpc);
-    let a = api.send_ok(send_req(text("alice", "one"))).await;
+    let a = api.send_text("alice", "one").await;
     let mut in_context = text("alice", "two");
     in_context["contextId"] = json!("ctx-e2e");
     let b = api.send_ok(send_req(in_context)).await;
     assert_eq!(b["contextId"], "ctx-e2e");
-    let c = api.send_ok(send_req(text("alice", "three"))).await;
-    let bobs = api.send_ok(send_req(text("bob", "bob's"))).await;
+    let c = api.send_text("alice", "three").await;
+    let bobs = api.send_text("bob", "bob's").await;
     let canceled = api
         .as_participant("alice")
-        .cancel(c["id"].as_str().unwrap())
+        .cancel(id_of(&c))
         .await
         .expect("cancel");
     assert_eq!(state(&canceled), "TASK_STATE_CANCELED");
-    let alices: BTreeSet<String> = [&a, &b, &c]
-        .iter()
-        .map(|t| t["id"].as_str().unwrap().to_owned())
-        .collect();
+    let alices: BTreeSet<String> = [&a, &b, &c].iter().map(|t| id_of(t).to_owned()).collect();
 
     for binding in BOTH {
         let alice = server.client().as_participant("alice").api(binding);
@@ -186,11 +179,11 @@ async fn list_tasks_is_scoped_to_the_caller_paged_and_filtered() {
             assert!(ext(task).is_object());
         }
         // Newest status first: the canceled one changed last.
-        assert_eq!(ids(&list)[0], c["id"].as_str().unwrap());
+        assert_eq!(ids(&list)[0], id_of(&c));
 
         let bob = server.client().as_participant("bob").api(binding);
         let list = bob.list_tasks(json!({})).await.expect("list");
-        assert_eq!(ids(&list), [bobs["id"].as_str().unwrap()]);
+        assert_eq!(ids(&list), [id_of(&bobs)]);
         assert_eq!(list["totalSize"], 1);
 
         // Pages of two.
@@ -218,7 +211,7 @@ async fn list_tasks_is_scoped_to_the_caller_paged_and_filtered() {
             .list_tasks(json!({"status": "TASK_STATE_CANCELED"}))
             .await
             .expect("status filter");
-        assert_eq!(ids(&by_state), [c["id"].as_str().unwrap()]);
+        assert_eq!(ids(&by_state), [id_of(&c)]);
         let waiting = alice
             .list_tasks(json!({"status": "TASK_STATE_INPUT_REQUIRED"}))
             .await
@@ -228,7 +221,7 @@ async fn list_tasks_is_scoped_to_the_caller_paged_and_filtered() {
             .list_tasks(json!({"contextId": "ctx-e2e"}))
             .await
             .expect("context filter");
-        assert_eq!(ids(&by_context), [b["id"].as_str().unwrap()]);
+        assert_eq!(ids(&by_context), [id_of(&b)]);
 
         // Asking for history.
         let with_history = alice
@@ -256,11 +249,12 @@ async fn list_tasks_is_scoped_to_the_caller_paged_and_filtered() {
             .expect("statusTimestampAfter");
         assert_eq!(future["totalSize"], 0, "{future}");
 
-        alice
-            .list_tasks(json!({"pageSize": 101}))
-            .await
-            .expect_err("too big")
-            .assert_is(-32602, 400, "INVALID_PARAMS");
+        alice.list_tasks(json!({"pageSize": 101})).await.refused(
+            "too big",
+            -32602,
+            400,
+            "INVALID_PARAMS",
+        );
     }
 }
 
@@ -273,14 +267,15 @@ async fn cancel_task_by_the_reporter_once_and_not_by_a_stranger() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "cancel me"))).await;
-        let id = task["id"].as_str().unwrap();
+        let task = api.send_text("alice", "cancel me").await;
+        let id = id_of(&task);
 
-        api.as_participant("mallory")
-            .cancel(id)
-            .await
-            .expect_err("a stranger")
-            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+        api.as_participant("mallory").cancel(id).await.refused(
+            "a stranger",
+            -32001,
+            404,
+            "TASK_NOT_FOUND",
+        );
 
         let canceled = api
             .as_participant("alice")
@@ -291,17 +286,14 @@ async fn cancel_task_by_the_reporter_once_and_not_by_a_stranger() {
         assert_eq!(state(&canceled), "TASK_STATE_CANCELED", "{binding:?}");
         assert_eq!(status_text(&canceled), "canceled by alice");
 
-        api.as_participant("alice")
-            .cancel(id)
-            .await
-            .expect_err("already canceled")
-            .assert_is(-32002, 400, "TASK_NOT_CANCELABLE");
+        api.as_participant("alice").cancel(id).await.refused(
+            "already canceled",
+            -32002,
+            400,
+            "TASK_NOT_CANCELABLE",
+        );
 
-        let read = api
-            .as_participant("alice")
-            .get_task(id, None)
-            .await
-            .expect("get");
+        let read = api.read_as("alice", id).await;
         assert_eq!(state(&read), "TASK_STATE_CANCELED");
     }
 }
@@ -319,8 +311,8 @@ async fn subscribe_follows_a_waiting_task_through_a_follow_up_from_another_conne
     let server = Server::start();
     for how in [Subscribe::JsonRpc, Subscribe::RestPost, Subscribe::RestGet] {
         let sender = server.client().api(Binding::JsonRpc);
-        let task = sender.send_ok(send_req(text("alice", "first"))).await;
-        let id = task["id"].as_str().unwrap();
+        let task = sender.send_text("alice", "first").await;
+        let id = id_of(&task);
 
         let watcher = server.client().fresh_connection().as_participant("alice");
         let mut events = match how {
@@ -342,9 +334,7 @@ async fn subscribe_follows_a_waiting_task_through_a_follow_up_from_another_conne
         assert!(ext(&first["task"]).is_object());
 
         // …then what a follow-up sent on another connection causes, and the stream ends.
-        let next = sender
-            .send_ok(send_req(on(text("alice", "second"), &task)))
-            .await;
+        let next = sender.follow_up(&task, "alice", "second").await;
         assert_eq!(state(&next), "TASK_STATE_INPUT_REQUIRED");
         let rest = events.collect().await;
         assert_eq!(
@@ -364,8 +354,8 @@ async fn two_subscribers_get_the_same_events_in_the_same_order() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "watched twice"))).await;
-        let id = task["id"].as_str().unwrap();
+        let task = api.send_text("alice", "watched twice").await;
+        let id = id_of(&task);
         let mut subscribers = Vec::new();
         for _ in 0..2 {
             let mut events = server
@@ -382,8 +372,7 @@ async fn two_subscribers_get_the_same_events_in_the_same_order() {
             );
             subscribers.push(events);
         }
-        api.send_ok(send_req(on(text("alice", "for both"), &task)))
-            .await;
+        api.follow_up(&task, "alice", "for both").await;
         let mut seen = Vec::new();
         for events in subscribers {
             seen.push(events.collect().await);
@@ -412,9 +401,11 @@ async fn a_stream_closed_by_the_client_does_not_stop_the_run() {
         let first = events.next().await.expect("the task");
         let id = first["task"]["id"].as_str().unwrap().to_owned();
         drop(events);
-        let done = poll_task(&api.as_participant("alice"), &id, |t| {
-            state(t) == "TASK_STATE_INPUT_REQUIRED"
-        })
+        let done = poll_state(
+            &api.as_participant("alice"),
+            &id,
+            "TASK_STATE_INPUT_REQUIRED",
+        )
         .await;
         assert_eq!(status_text(&done), "I will not wait", "{binding:?}");
     }
@@ -425,8 +416,8 @@ async fn a_subscription_ends_with_the_cancellation_of_its_task() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "soon canceled"))).await;
-        let id = task["id"].as_str().unwrap();
+        let task = api.send_text("alice", "soon canceled").await;
+        let id = id_of(&task);
         let mut events = server
             .client()
             .fresh_connection()
@@ -456,8 +447,8 @@ async fn subscribe_to_a_terminal_task_is_a_plain_error_not_a_stream() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "short-lived"))).await;
-        let id = task["id"].as_str().unwrap();
+        let task = api.send_text("alice", "short-lived").await;
+        let id = id_of(&task);
         let alice = api.as_participant("alice");
         alice.cancel(id).await.expect("cancel");
         let Err(err) = alice.subscribe(id).await else {
@@ -477,8 +468,8 @@ async fn push_config_methods_create_get_list_and_delete() {
     let hook = Webhook::start().await;
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "notify me"))).await;
-        let task_id = task["id"].as_str().unwrap();
+        let task = api.send_text("alice", "notify me").await;
+        let task_id = id_of(&task);
         let alice = api.as_participant("alice");
 
         let assigned = alice
@@ -555,16 +546,14 @@ async fn push_config_methods_create_get_list_and_delete() {
         alice
             .get_push(task_id, "cfg-mine")
             .await
-            .expect_err("deleted")
-            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+            .refused("deleted", -32001, 404, "TASK_NOT_FOUND");
         let listed = alice.list_push(task_id).await.expect("list");
         assert_eq!(listed["configs"].as_array().map(Vec::len), Some(1));
 
         alice
             .create_push(task_id, json!({"token": "no url"}))
             .await
-            .expect_err("url is required")
-            .assert_is(-32602, 400, "INVALID_PARAMS");
+            .refused("url is required", -32602, 400, "INVALID_PARAMS");
     }
 }
 
@@ -578,8 +567,7 @@ async fn get_extended_agent_card_is_unsupported_when_none_is_configured() {
             .api(binding)
             .extended_card()
             .await
-            .expect_err("no extended card")
-            .assert_is(-32004, 400, "UNSUPPORTED_OPERATION");
+            .refused("no extended card", -32004, 400, "UNSUPPORTED_OPERATION");
     }
 }
 
@@ -632,21 +620,19 @@ async fn the_agent_card_is_served_with_caching_and_names_this_server() {
     assert!(!card["skills"].as_array().expect("skills").is_empty());
 
     // The same bytes again: 304 with the validator.
-    let again = Client::send(
-        client
-            .request(Method::GET, "/.well-known/agent-card.json")
-            .header("If-None-Match", &etag),
-    )
-    .await;
+    let again = client
+        .get_with_header("/.well-known/agent-card.json", "If-None-Match", &etag)
+        .await;
     assert_eq!(again.status, StatusCode::NOT_MODIFIED);
     assert!(again.text.is_empty());
     assert_eq!(again.header("etag"), Some(etag.as_str()));
-    let changed = Client::send(
-        client
-            .request(Method::GET, "/.well-known/agent-card.json")
-            .header("If-None-Match", "W/\"something-else\""),
-    )
-    .await;
+    let changed = client
+        .get_with_header(
+            "/.well-known/agent-card.json",
+            "If-None-Match",
+            "W/\"something-else\"",
+        )
+        .await;
     assert_eq!(changed.status, StatusCode::OK);
 
     // Both advertised interfaces answer at the advertised URL.
@@ -654,15 +640,12 @@ async fn the_agent_card_is_served_with_caching_and_names_this_server() {
     let by_card = Client::new(url).as_participant("alice");
     let task = by_card
         .api(Binding::JsonRpc)
-        .send_ok(send_req(text("alice", "via the card")))
+        .send_text("alice", "via the card")
         .await;
     let rest = Client::send(
         Client::new(url.trim_end_matches('/'))
             .as_participant("alice")
-            .request(
-                Method::GET,
-                &format!("/tasks/{}", task["id"].as_str().unwrap()),
-            ),
+            .request(Method::GET, &format!("/tasks/{}", id_of(&task))),
     )
     .await;
     assert_eq!(rest.status, StatusCode::OK, "{}", rest.text);

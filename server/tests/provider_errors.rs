@@ -57,18 +57,40 @@ async fn closed_addr() -> String {
 }
 
 fn server_with_model(settings: Value) -> (Server, tempfile::TempDir) {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let path = dir.path().join("catalog.json");
-    let catalog = json!({
+    server_with_catalog(json!({
         "default_model": "private",
         "models": [{"id": "private", "provider": "openai", "settings": settings}]
-    });
-    std::fs::write(&path, catalog.to_string()).unwrap();
-    let server = Server::builder()
-        .arg("--model-catalog")
-        .arg(path.to_str().unwrap())
-        .start();
-    (server, dir)
+    }))
+}
+
+/// Alice streams "hello" over JSON-RPC to the end; nothing in the stream shows `hidden`.
+/// Her API and the task's id.
+async fn stream_hello(server: &Server, hidden: &str) -> (Api, String) {
+    let api = server
+        .client()
+        .api(Binding::JsonRpc)
+        .as_participant("alice");
+    let events = api
+        .send_streaming(send_req(text("alice", "hello")))
+        .await
+        .expect("SendStreamingMessage")
+        .collect()
+        .await;
+    let id = events[0]["task"]["id"]
+        .as_str()
+        .expect("the task first")
+        .to_owned();
+    assert_nothing_of("the stream", &Value::from(events).to_string(), hidden);
+    (api, id)
+}
+
+/// The task read back: failed for `why`, and nothing in it shows `hidden`.
+async fn assert_failed_for(api: &Api, id: &str, why: &str, hidden: &str) -> Value {
+    let task = read(api, id).await;
+    assert_eq!(state(&task), "TASK_STATE_FAILED", "{task}");
+    assert_eq!(status_text(&task), why);
+    assert_nothing_of("GetTask", &task.to_string(), hidden);
+    task
 }
 
 /// Fails the test if `what` (any JSON the participants read) shows where the failure was.
@@ -98,30 +120,14 @@ async fn a_provider_error_shows_its_class_not_the_endpoint_or_the_body() {
     let stand_in = StandIn::start(500, Duration::ZERO).await;
     let (server, _dir) =
         server_with_model(json!({"base_url": format!("http://{}/v1", stand_in.addr)}));
-    let api = server
-        .client()
-        .api(Binding::JsonRpc)
-        .as_participant("alice");
-    let events = api
-        .send_streaming(send_req(text("alice", "hello")))
-        .await
-        .expect("SendStreamingMessage")
-        .collect()
-        .await;
-    let id = events[0]["task"]["id"]
-        .as_str()
-        .expect("the task first")
-        .to_owned();
-    assert_nothing_of(
-        "the stream",
-        &Value::from(events.clone()).to_string(),
+    let (api, id) = stream_hello(&server, &stand_in.addr).await;
+    assert_failed_for(
+        &api,
+        &id,
+        "the model provider is unavailable",
         &stand_in.addr,
-    );
-
-    let task = read(&api, &id).await;
-    assert_eq!(state(&task), "TASK_STATE_FAILED", "{task}");
-    assert_eq!(status_text(&task), "the model provider is unavailable");
-    assert_nothing_of("GetTask", &task.to_string(), &stand_in.addr);
+    )
+    .await;
     let rest = server.client().api(Binding::Rest).as_participant("alice");
     assert_nothing_of(
         "GetTask over REST",
@@ -145,12 +151,14 @@ async fn a_provider_that_is_not_there_is_unavailable_without_its_address() {
     let addr = closed_addr().await;
     let (server, _dir) = server_with_model(json!({"base_url": format!("http://{addr}/v1")}));
     let api = server.client().api(Binding::Rest).as_participant("alice");
-    let task = api.send_ok(send_req(text("alice", "hello"))).await;
-    let id = task["id"].as_str().unwrap();
-    let task = read(&api, id).await;
-    assert_eq!(state(&task), "TASK_STATE_FAILED", "{task}");
-    assert_eq!(status_text(&task), "the model provider is unavailable");
-    assert_nothing_of("GetTask", &task.to_string(), &addr);
+    let task = api.send_text("alice", "hello").await;
+    assert_failed_for(
+        &api,
+        id_of(&task),
+        "the model provider is unavailable",
+        &addr,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,43 +168,14 @@ async fn a_provider_that_never_answers_timed_out() {
         "base_url": format!("http://{}/v1", stand_in.addr),
         "timeout_secs": 1
     }));
-    let api = server
-        .client()
-        .api(Binding::JsonRpc)
-        .as_participant("alice");
-    let events = api
-        .send_streaming(send_req(text("alice", "hello")))
-        .await
-        .expect("SendStreamingMessage")
-        .collect()
-        .await;
-    assert_nothing_of(
-        "the stream",
-        &Value::from(events.clone()).to_string(),
-        &stand_in.addr,
-    );
-    let id = events[0]["task"]["id"]
-        .as_str()
-        .expect("the task first")
-        .to_owned();
-    let task = read(&api, &id).await;
-    assert_eq!(state(&task), "TASK_STATE_FAILED", "{task}");
-    assert_eq!(status_text(&task), "the model provider timed out");
-    assert_nothing_of("GetTask", &task.to_string(), &stand_in.addr);
+    let (api, id) = stream_hello(&server, &stand_in.addr).await;
+    assert_failed_for(&api, &id, "the model provider timed out", &stand_in.addr).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_agent_that_fails_shows_its_class_not_its_url() {
     let stand_in = StandIn::start(500, Duration::ZERO).await;
-    let setup = AgentSetup::new(json!({"tasks": {
-        "Parent": {"turns": [
-            {"tool_calls": [{"name": "spawn_subtask", "arguments": {
-                "name": "Ledger check", "goal": "check the remote ledger", "agent": "ledger"}}]},
-            {"text": "asked the ledger agent"},
-            {"text": "noted"}
-        ]},
-        "*": {"turns": [{"text": "not relayed"}]}
-    }}));
+    let setup = AgentSetup::new(ledger_subtask_script("noted"));
     let server = setup
         .builder()
         .arg("--remote-agent")
@@ -206,10 +185,10 @@ async fn a_remote_agent_that_fails_shows_its_class_not_its_url() {
         .client()
         .api(Binding::JsonRpc)
         .as_participant("alice");
-    let task = api.send_ok(send_req(text("alice", "Parent"))).await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let task = api.send_text("alice", "Parent").await;
+    let id = id_of(&task).to_owned();
     let child_id = format!("{id}.1");
-    let child = poll_task(&api, &child_id, |t| state(t) == "TASK_STATE_FAILED").await;
+    let child = poll_state(&api, &child_id, "TASK_STATE_FAILED").await;
     assert_eq!(
         status_text(&child),
         "the remote agent ledger is unavailable"
@@ -220,21 +199,16 @@ async fn a_remote_agent_that_fails_shows_its_class_not_its_url() {
         &stand_in.addr,
     );
     // The parent hears of the failure in the same words.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let parent = loop {
-        let parent = read(&api, &id).await;
-        if parent
-            .to_string()
-            .contains("the remote agent ledger is unavailable")
-        {
-            break parent;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the parent never heard: {parent}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let parent = poll(
+        "the parent to hear",
+        || read(&api, &id),
+        |parent| {
+            parent
+                .to_string()
+                .contains("the remote agent ledger is unavailable")
+        },
+    )
+    .await;
     assert_nothing_of("the parent", &parent.to_string(), &stand_in.addr);
     assert!(
         server.log().contains(&stand_in.addr),

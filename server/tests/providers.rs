@@ -71,17 +71,6 @@ impl Drop for Stub {
     }
 }
 
-fn server_with_catalog(catalog: Value) -> (Server, tempfile::TempDir) {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let path = dir.path().join("catalog.json");
-    std::fs::write(&path, catalog.to_string()).unwrap();
-    let server = Server::builder()
-        .arg("--model-catalog")
-        .arg(path.to_str().unwrap())
-        .start();
-    (server, dir)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_and_effort_commands_change_what_the_provider_receives() {
     let stub = Stub::start(None).await;
@@ -94,23 +83,16 @@ async fn model_and_effort_commands_change_what_the_provider_receives() {
         ]
     }));
     let api = server.client().api(Binding::JsonRpc);
-    let task = api.send_ok(send_req(text("alice", "hello"))).await;
+    let task = api.send_text("alice", "hello").await;
     assert_eq!(status_text(&task), "reply to small-model");
 
-    api.send_ok(send_req(on(text("alice", "/model deep"), &task)))
-        .await;
-    let second = api
-        .send_ok(send_req(on(text("alice", "and now?"), &task)))
-        .await;
+    api.follow_up(&task, "alice", "/model deep").await;
+    let second = api.follow_up(&task, "alice", "and now?").await;
     assert_eq!(status_text(&second), "reply to large-model");
 
-    let set = api
-        .send_ok(send_req(on(text("alice", "/effort high"), &task)))
-        .await;
+    let set = api.follow_up(&task, "alice", "/effort high").await;
     assert_eq!(status_text(&set), "reasoning effort set to high");
-    let third = api
-        .send_ok(send_req(on(text("alice", "think harder"), &task)))
-        .await;
+    let third = api.follow_up(&task, "alice", "think harder").await;
     assert_eq!(status_text(&third), "reply to large-model");
 
     let requests = stub.requests();
@@ -155,7 +137,7 @@ async fn a_provider_that_keeps_failing_fails_the_task_after_its_retries() {
         "models": [{"id": "down", "provider": "openai", "settings": {"base_url": stub.base}}]
     }));
     let api = server.client().api(Binding::Rest);
-    let task = api.send_ok(send_req(text("alice", "hello"))).await;
+    let task = api.send_text("alice", "hello").await;
     assert_eq!(state(&task), "TASK_STATE_FAILED", "{task}");
     assert_eq!(
         status_text(&task),

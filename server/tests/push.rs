@@ -31,14 +31,28 @@ fn kinds(deliveries: &[Delivery]) -> Vec<String> {
     deliveries.iter().map(|d| event_kind(&d.body)).collect()
 }
 
+/// Alice's new task with `text`, and an inline push config to `/inline` on `hook`
+/// (token `tok-inline`, Bearer `secret`).
+fn with_inline_config(text_body: &str, hook: &Webhook) -> serde_json::Value {
+    let mut req = send_req(text("alice", text_body));
+    req["configuration"] = json!({
+        "taskPushNotificationConfig": {
+            "url": hook.url("/inline"),
+            "token": "tok-inline",
+            "authentication": {"scheme": "Bearer", "credentials": "secret"}
+        }
+    });
+    req
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_config_receives_the_status_updates_of_a_follow_up() {
     let server = Server::builder().allow_private_webhooks().start();
     for binding in BOTH {
         let mut hook = Webhook::start().await;
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "hello"))).await;
-        let task_id = task["id"].as_str().unwrap();
+        let task = api.send_text("alice", "hello").await;
+        let task_id = id_of(&task);
         let config = api
             .as_participant("alice")
             .create_push(
@@ -53,8 +67,7 @@ async fn a_push_config_receives_the_status_updates_of_a_follow_up() {
             .expect("create");
         assert_eq!(config["taskId"], task["id"]);
 
-        api.send_ok(send_req(on(text("alice", "notify me"), &task)))
-            .await;
+        api.follow_up(&task, "alice", "notify me").await;
         let got = hook.until(waits_for_input).await;
         assert_eq!(
             kinds(&got),
@@ -88,15 +101,9 @@ async fn an_inline_push_config_delivers_the_new_task_from_its_first_event() {
     for binding in BOTH {
         let mut hook = Webhook::start().await;
         let api = server.client().api(binding);
-        let mut req = send_req(text("alice", "tell me everything"));
-        req["configuration"] = json!({
-            "taskPushNotificationConfig": {
-                "url": hook.url("/inline"),
-                "token": "tok-inline",
-                "authentication": {"scheme": "Bearer", "credentials": "secret"}
-            }
-        });
-        let task = api.send_ok(req).await;
+        let task = api
+            .send_ok(with_inline_config("tell me everything", &hook))
+            .await;
         let got = hook.until(waits_for_input).await;
         assert_eq!(
             kinds(&got),
@@ -115,7 +122,7 @@ async fn an_inline_push_config_delivers_the_new_task_from_its_first_event() {
         // The inline config is a config of the task like any other.
         let listed = api
             .as_participant("alice")
-            .list_push(task["id"].as_str().unwrap())
+            .list_push(id_of(&task))
             .await
             .expect("list");
         let configs = listed["configs"].as_array().expect("configs");
@@ -133,15 +140,7 @@ async fn an_inline_push_config_delivers_the_new_tasks_updates() {
     for binding in BOTH {
         let mut hook = Webhook::start().await;
         let api = server.client().api(binding);
-        let mut req = send_req(text("alice", "tell me"));
-        req["configuration"] = json!({
-            "taskPushNotificationConfig": {
-                "url": hook.url("/inline"),
-                "token": "tok-inline",
-                "authentication": {"scheme": "Bearer", "credentials": "secret"}
-            }
-        });
-        let task = api.send_ok(req).await;
+        let task = api.send_ok(with_inline_config("tell me", &hook)).await;
         let got = hook.until(waits_for_input).await;
         let updates: Vec<String> = kinds(&got)
             .into_iter()
@@ -168,10 +167,10 @@ async fn an_inline_push_config_delivers_the_new_tasks_updates() {
 /// A push config on a fresh task of `server`, pointing at `hook`; returns the task.
 async fn task_with_config(server: &Server, hook: &Webhook, path: &str) -> serde_json::Value {
     let api = server.client().api(Binding::Rest);
-    let task = api.send_ok(send_req(text("alice", "hello"))).await;
+    let task = api.send_text("alice", "hello").await;
     api.as_participant("alice")
         .create_push(
-            task["id"].as_str().unwrap(),
+            id_of(&task),
             json!({"url": hook.url(path), "token": "tok",
                    "authentication": {"scheme": "Bearer", "credentials": "secret"}}),
         )
@@ -189,7 +188,7 @@ async fn a_webhook_that_fails_for_a_while_gets_the_event_again_in_order() {
     server
         .client()
         .api(Binding::JsonRpc)
-        .send_ok(send_req(on(text("alice", "retry me"), &task)))
+        .follow_up(&task, "alice", "retry me")
         .await;
     let got = hook.until(waits_for_input).await;
     let answered: Vec<u16> = got.iter().map(|d| d.answered).collect();
@@ -221,7 +220,7 @@ async fn a_webhook_that_rejects_an_event_is_not_asked_again_but_gets_the_next_on
     server
         .client()
         .api(Binding::JsonRpc)
-        .send_ok(send_req(on(text("alice", "reject the first"), &task)))
+        .follow_up(&task, "alice", "reject the first")
         .await;
     let got = hook.until(waits_for_input).await;
     assert_eq!(
@@ -242,8 +241,8 @@ async fn a_deleted_config_is_not_notified_while_another_one_is() {
         let mut hook = Webhook::start().await;
         let api = server.client().api(binding);
         let alice = api.as_participant("alice");
-        let task = api.send_ok(send_req(text("alice", "hello"))).await;
-        let task_id = task["id"].as_str().unwrap();
+        let task = api.send_text("alice", "hello").await;
+        let task_id = id_of(&task);
         let auth = json!({"scheme": "Bearer", "credentials": "secret"});
         for (id, path) in [("kept", "/kept"), ("gone", "/gone")] {
             alice
@@ -256,8 +255,7 @@ async fn a_deleted_config_is_not_notified_while_another_one_is() {
         }
         alice.delete_push(task_id, "gone").await.expect("delete");
 
-        api.send_ok(send_req(on(text("alice", "who hears this?"), &task)))
-            .await;
+        api.follow_up(&task, "alice", "who hears this?").await;
         let got = hook
             .until(|d| d.path == "/kept" && waits_for_input(d))
             .await;
@@ -285,13 +283,12 @@ async fn loopback_webhooks_are_refused_unless_the_operator_allows_them() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "hello"))).await;
+        let task = api.send_text("alice", "hello").await;
         for url in ["http://127.0.0.1:9/hook", "http://localhost:9/hook"] {
             api.as_participant("alice")
-                .create_push(task["id"].as_str().unwrap(), json!({ "url": url }))
+                .create_push(id_of(&task), json!({ "url": url }))
                 .await
-                .expect_err("loopback")
-                .assert_is(-32602, 400, "INVALID_PARAMS");
+                .refused("loopback", -32602, 400, "INVALID_PARAMS");
         }
 
         // Inline with a new task: refused before the task is created.
@@ -300,17 +297,12 @@ async fn loopback_webhooks_are_refused_unless_the_operator_allows_them() {
             json!({"taskPushNotificationConfig": {"url": "http://127.0.0.1:9/hook"}});
         api.send(req)
             .await
-            .expect_err("loopback")
-            .assert_is(-32602, 400, "INVALID_PARAMS");
-        let list = api
-            .as_participant("carol")
-            .list_tasks(json!({}))
-            .await
-            .expect("list");
+            .refused("loopback", -32602, 400, "INVALID_PARAMS");
+        let list = api.list_as("carol").await;
         assert_eq!(list["totalSize"], 0, "{binding:?}: {list}");
         let configs = api
             .as_participant("alice")
-            .list_push(task["id"].as_str().unwrap())
+            .list_push(id_of(&task))
             .await
             .expect("list");
         assert_eq!(
@@ -368,7 +360,7 @@ async fn a_watcher_cannot_see_take_over_or_delete_the_reporters_push_config() {
         let api = server.client().api(binding);
         let team = [("alice", "reporter"), ("wes", "watcher"), ("ada", "admin")];
         let task = team_task(&api, "alice", &team).await;
-        let task_id = task["id"].as_str().unwrap();
+        let task_id = id_of(&task);
         let (alice, wes, ada) = (
             api.as_participant("alice"),
             api.as_participant("wes"),
@@ -392,8 +384,10 @@ async fn a_watcher_cannot_see_take_over_or_delete_the_reporters_push_config() {
             "{shown}"
         );
         // Getting it is getting a config that does not exist.
-        let got = wes.get_push(task_id, "alices").await.expect_err("not his");
-        got.assert_is(-32001, 404, "TASK_NOT_FOUND");
+        let got =
+            wes.get_push(task_id, "alices")
+                .await
+                .refused("not his", -32001, 404, "TASK_NOT_FOUND");
         let missing = wes.get_push(task_id, "no-such").await.expect_err("missing");
         assert_eq!(got.message, missing.message, "{binding:?}");
         assert!(!got.raw.to_string().contains("secret-alice"));
@@ -405,8 +399,12 @@ async fn a_watcher_cannot_see_take_over_or_delete_the_reporters_push_config() {
                 json!({"id": "alices", "url": hook.url("/wes"), "token": "tok-wes"}),
             )
             .await
-            .expect_err("an id of someone else's config");
-        hijack.assert_is(-32602, 400, "INVALID_PARAMS");
+            .refused(
+                "an id of someone else's config",
+                -32602,
+                400,
+                "INVALID_PARAMS",
+            );
         assert!(
             hijack.message.contains("push config id alices is taken"),
             "{binding:?}: {hijack:?}"
@@ -426,8 +424,7 @@ async fn a_watcher_cannot_see_take_over_or_delete_the_reporters_push_config() {
         assert_eq!(kept["authentication"]["credentials"], "secret-alice");
 
         // The notifications still go to alice's webhook, and only there.
-        api.send_ok(send_req(on(text("alice", "who hears this?"), &task)))
-            .await;
+        api.follow_up(&task, "alice", "who hears this?").await;
         let got = hook.until(waits_for_input).await;
         let got: Vec<Delivery> = got.into_iter().chain(hook.drain()).collect();
         assert!(got.iter().all(|d| d.path == "/alice"), "{got:?}");
@@ -443,8 +440,7 @@ async fn a_watcher_cannot_see_take_over_or_delete_the_reporters_push_config() {
         alice
             .get_push(task_id, "alices")
             .await
-            .expect_err("gone")
-            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+            .refused("gone", -32001, 404, "TASK_NOT_FOUND");
     }
 }
 
@@ -457,7 +453,7 @@ async fn a_removed_participants_webhook_gets_nothing_after_the_removal() {
         let api = server.client().api(binding);
         let team = [("ada", "admin"), ("bob", "watcher")];
         let task = team_task(&api, "ada", &team).await;
-        let task_id = task["id"].as_str().unwrap();
+        let task_id = id_of(&task);
         for (who, hook) in [("ada", &adas_hook), ("bob", &bobs_hook)] {
             api.as_participant(who)
                 .create_push(
@@ -467,14 +463,13 @@ async fn a_removed_participants_webhook_gets_nothing_after_the_removal() {
                 .await
                 .expect("create");
         }
-        api.send_ok(send_req(on(text("ada", "first"), &task))).await;
+        api.follow_up(&task, "ada", "first").await;
         adas_hook.until(waits_for_input).await;
         bobs_hook.until(waits_for_input).await;
 
         // Bob leaves: neither the removal nor anything after reaches his webhook.
         set_team(&api, "ada", &task, &[("ada", "admin")]).await;
-        api.send_ok(send_req(on(text("ada", "second"), &task)))
-            .await;
+        api.follow_up(&task, "ada", "second").await;
         // The removal's own event (the task still waits for input), then the next turn.
         let mut after = adas_hook.until(waits_for_input).await;
         after.extend(adas_hook.until(waits_for_input).await);
@@ -493,10 +488,12 @@ async fn a_removed_participants_webhook_gets_nothing_after_the_removal() {
         // His config went with him: back on the task, he has none.
         set_team(&api, "ada", &task, &[("ada", "admin"), ("bob", "watcher")]).await;
         let bob = api.as_participant("bob");
-        bob.get_push(task_id, "bobs")
-            .await
-            .expect_err("removed with its owner")
-            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+        bob.get_push(task_id, "bobs").await.refused(
+            "removed with its owner",
+            -32001,
+            404,
+            "TASK_NOT_FOUND",
+        );
         assert!(configs_in(&bob.list_push(task_id).await.expect("list")).is_empty());
     }
 }
@@ -516,7 +513,7 @@ async fn push_configs_are_capped_per_participant_and_per_task() {
             .chain(names.iter().map(|n| (n.as_str(), "watcher")))
             .collect();
         let task = team_task(&api, "alice", &team).await;
-        let task_id = task["id"].as_str().unwrap();
+        let task_id = id_of(&task);
         let alice = api.as_participant("alice");
         let config = |id: String| json!({"id": id, "url": hook.url("/capped")});
         for i in 0..PER_PARTICIPANT {
@@ -528,8 +525,7 @@ async fn push_configs_are_capped_per_participant_and_per_task() {
         let over = alice
             .create_push(task_id, config("a-extra".into()))
             .await
-            .expect_err("over the cap");
-        over.assert_is(-32602, 400, "INVALID_PARAMS");
+            .refused("over the cap", -32602, 400, "INVALID_PARAMS");
         assert_eq!(
             over.message,
             format!("at most {PER_PARTICIPANT} push configs per participant per task"),
@@ -565,8 +561,7 @@ async fn push_configs_are_capped_per_participant_and_per_task() {
             .as_participant(last)
             .create_push(task_id, config("one-too-many".into()))
             .await
-            .expect_err("over the task's cap");
-        over.assert_is(-32602, 400, "INVALID_PARAMS");
+            .refused("over the task's cap", -32602, 400, "INVALID_PARAMS");
         assert_eq!(
             over.message,
             format!("at most {PER_TASK} push configs per task"),

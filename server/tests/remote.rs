@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use serde_json::json;
 
@@ -15,15 +13,7 @@ use serde_json::json;
 async fn a_sub_task_runs_on_a_remote_agent_and_its_outcome_comes_back() {
     // The remote: completes every task with an echo of its message (the tck profile's default).
     let remote = Server::builder().arg("--agent-profile").arg("tck").start();
-    let setup = AgentSetup::new(json!({"tasks": {
-        "Parent": {"turns": [
-            {"tool_calls": [{"name": "spawn_subtask", "arguments": {
-                "name": "Ledger check", "goal": "check the remote ledger", "agent": "ledger"}}]},
-            {"text": "asked the ledger agent"},
-            {"text": "the ledger agent answered"}
-        ]},
-        "*": {"turns": [{"text": "not relayed"}]}
-    }}));
+    let setup = AgentSetup::new(ledger_subtask_script("the ledger agent answered"));
     let local = setup
         .builder()
         .arg("--agent-id")
@@ -32,26 +22,18 @@ async fn a_sub_task_runs_on_a_remote_agent_and_its_outcome_comes_back() {
         .arg(format!("ledger={}", remote.url))
         .start();
     let api = local.client().api(Binding::JsonRpc).as_participant("alice");
-    let task = api.send_ok(send_req(text("alice", "Parent"))).await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let task = api.send_text("alice", "Parent").await;
+    let id = id_of(&task).to_owned();
     // The new task is named after its first line, so the script for "Parent" plays.
     assert_eq!(status_text(&task), "asked the ledger agent", "{task}");
     let sub = &ext(&task)["sub_tasks"][0];
     assert_eq!(sub["agent"]["id"], "ledger");
     let child_id = format!("{id}.1");
 
-    let deadline = Instant::now() + WAIT;
-    let parent = loop {
-        let read = api.get_task(&id, None).await.unwrap();
-        if status_text(&read) == "the ledger agent answered" {
-            break read;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the remote outcome did not come back: {read}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let parent = poll_task(&api, &id, "the remote outcome to come back", |read| {
+        status_text(read) == "the ledger agent answered"
+    })
+    .await;
     assert_eq!(
         ext(&parent)["sub_tasks"][0]["state"],
         "TASK_STATE_COMPLETED"

@@ -12,10 +12,8 @@ async fn a_task_survives_a_kill_and_restart_and_takes_follow_ups() {
     let server = Server::builder().allow_private_webhooks().start();
     let mut hook = Webhook::start().await;
     let api = server.client().api(Binding::JsonRpc);
-    let task = api
-        .send_ok(send_req(text("alice", "before the restart")))
-        .await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let task = api.send_text("alice", "before the restart").await;
+    let id = id_of(&task).to_owned();
     api.as_participant("alice")
         .create_push(
             &id,
@@ -48,7 +46,7 @@ async fn a_task_survives_a_kill_and_restart_and_takes_follow_ups() {
     let next = server
         .client()
         .api(Binding::Rest)
-        .send_ok(send_req(on(text("alice", "after the restart"), &task)))
+        .follow_up(&task, "alice", "after the restart")
         .await;
     assert_eq!(state(&next), "TASK_STATE_INPUT_REQUIRED");
     assert_eq!(status_text(&next), "after the restart");

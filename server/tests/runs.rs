@@ -7,34 +7,23 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use store_embedded::EmbeddedStore;
 use task_store::TaskStore;
-
-fn texts(task: &Value) -> Vec<String> {
-    task["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["parts"][0]["text"].as_str().unwrap_or("").to_owned())
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_concurrent_messages_are_each_processed_once_in_one_order() {
     // The echo model: each run answers with the message's text.
     let server = Server::start();
-    let client = server.client();
-    let api = client.api(Binding::JsonRpc);
-    let task = api.send_ok(send_req(text("alice", "start"))).await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let api = server.client().api(Binding::JsonRpc);
+    let task = api.send_text("alice", "start").await;
+    let id = id_of(&task).to_owned();
 
     let mut sends = Vec::new();
     for n in 0..20 {
-        let api = client.fresh_connection().api(if n % 2 == 0 {
+        let api = api.client.fresh_connection().api(if n % 2 == 0 {
             Binding::JsonRpc
         } else {
             Binding::Rest
@@ -49,23 +38,14 @@ async fn twenty_concurrent_messages_are_each_processed_once_in_one_order() {
     }
     // Wait until every message has its reply (a blocking send answers at the reply to it, but
     // later messages may still be queued behind it when it returns).
-    let deadline = Instant::now() + WAIT;
-    let read = loop {
-        let read = api
-            .as_participant("alice")
-            .get_task(&id, None)
-            .await
-            .unwrap();
-        if texts(&read).len() == 2 + 40 {
-            break read;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not every message was processed: {read}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let history = texts(&read);
+    let read = poll_task(
+        &api.as_participant("alice"),
+        &id,
+        "every message to be processed",
+        |read| history_texts(read).len() == 2 + 40,
+    )
+    .await;
+    let history = history_texts(&read);
     // One order: each message immediately followed by its own reply, each exactly once.
     let mut seen = BTreeSet::new();
     for pair in history.chunks(2) {
@@ -125,19 +105,11 @@ async fn a_run_killed_mid_way_completes_after_a_restart_without_repeating_a_turn
     let mut req = send_req(text("alice", "do both steps"));
     req["configuration"] = json!({"returnImmediately": true});
     let task = api.send_ok(req).await;
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = id_of(&task).to_owned();
     // Wait for the first turn (the plan) to be committed, then kill the server while the
     // second turn's model call is in flight.
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let read = api.get_task(&id, None).await.unwrap();
-        if !ext(&read)["plan"].is_null() {
-            assert_eq!(ext(&read)["plan"]["steps"][0]["state"], "pending");
-            break;
-        }
-        assert!(Instant::now() < deadline, "no plan: {read}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let read = poll_task(&api, &id, "a plan", |read| !ext(read)["plan"].is_null()).await;
+    assert_eq!(ext(&read)["plan"]["steps"][0]["state"], "pending");
     let data = server.kill();
 
     // Started again on the same data: the sweeper takes the expired lease over and the run
@@ -151,15 +123,7 @@ async fn a_run_killed_mid_way_completes_after_a_restart_without_repeating_a_turn
         .client()
         .api(Binding::JsonRpc)
         .as_participant("alice");
-    let deadline = Instant::now() + WAIT;
-    let done = loop {
-        let read = api.get_task(&id, None).await.unwrap();
-        if state(&read) == "TASK_STATE_INPUT_REQUIRED" {
-            break read;
-        }
-        assert!(Instant::now() < deadline, "the run did not resume: {read}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let done = poll_state(&api, &id, "TASK_STATE_INPUT_REQUIRED").await;
     assert_eq!(status_text(&done), "both steps done");
     let steps = &ext(&done)["plan"]["steps"];
     assert_eq!(
@@ -167,7 +131,7 @@ async fn a_run_killed_mid_way_completes_after_a_restart_without_repeating_a_turn
         (Some("done"), Some("done"))
     );
     assert_eq!(
-        texts(&done),
+        history_texts(&done),
         ["do both steps", "both steps done"],
         "the message once, its reply once"
     );

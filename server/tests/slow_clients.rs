@@ -193,8 +193,8 @@ async fn an_event_stream_quiet_for_longer_than_every_timeout_stays_open() {
         .args(["--idle-timeout-secs", "1"])
         .start();
     let sender = server.client().api(Binding::JsonRpc);
-    let task = sender.send_ok(send_req(text("alice", "first"))).await;
-    let id = task["id"].as_str().unwrap();
+    let task = sender.send_text("alice", "first").await;
+    let id = id_of(&task);
     let watcher = server.client().fresh_connection().as_participant("alice");
     let mut events = watcher
         .api(Binding::Rest)
@@ -207,9 +207,7 @@ async fn an_event_stream_quiet_for_longer_than_every_timeout_stays_open() {
     // Nothing on the stream for three times each timeout...
     tokio::time::sleep(Duration::from_secs(3)).await;
     // ...and it still carries what a follow-up causes.
-    sender
-        .send_ok(send_req(on(text("alice", "second"), &task)))
-        .await;
+    sender.follow_up(&task, "alice", "second").await;
     let rest = events.collect().await;
     assert_eq!(
         event_kinds(&rest),

@@ -28,13 +28,24 @@ fn invalid_params(err: &ApiError) {
     err.assert_is(-32602, 400, "INVALID_PARAMS");
 }
 
+/// INVALID_PARAMS, and the message names `field`.
+fn invalid_params_naming(err: &ApiError, field: &str) {
+    invalid_params(err);
+    assert!(
+        err.message.contains(field),
+        "{:?} {field}: {}",
+        err.binding,
+        err.message
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_task_cannot_link_to_tasks_on_this_service() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let victim = api.send_ok(send_req(text("alice", "alice's work"))).await;
-        let victim_id = victim["id"].as_str().unwrap();
+        let victim = api.send_text("alice", "alice's work").await;
+        let victim_id = id_of(&victim);
         let name = format!("mallory-{binding:?}");
         let mallory = api.as_participant(&name);
         let links = [
@@ -57,26 +68,17 @@ async fn a_new_task_cannot_link_to_tasks_on_this_service() {
                 .send(new_task(&name, "cancel me, and them", payload))
                 .await
                 .expect_err("a link to a task here is refused");
-            invalid_params(&err);
-            assert!(
-                err.message.contains(field),
-                "{binding:?} {field}: {}",
-                err.message
-            );
+            invalid_params_naming(&err, field);
         }
         // Nothing was created, and the victim's task is as it was.
         let listed = mallory.list_tasks(json!({})).await.expect("list");
         assert_eq!(listed["tasks"], json!([]), "{binding:?}");
-        let after = api
-            .as_participant("alice")
-            .get_task(victim_id, None)
-            .await
-            .expect("get");
+        let after = api.read_as("alice", victim_id).await;
         assert_eq!(state(&after), "TASK_STATE_INPUT_REQUIRED");
         assert_eq!(after["history"], victim["history"]);
 
         // An existing task's links cannot be edited either.
-        let own = mallory.send_ok(send_req(text(&name, "mine"))).await;
+        let own = mallory.send_text(&name, "mine").await;
         let err = mallory
             .send(send_req(on(
                 message(
@@ -96,8 +98,8 @@ async fn a_new_task_cannot_link_to_tasks_on_this_service() {
 async fn links_to_tasks_on_other_agents_are_information_only() {
     let server = Server::start();
     let api = server.client().api(Binding::JsonRpc);
-    let victim = api.send_ok(send_req(text("alice", "alice's work"))).await;
-    let victim_id = victim["id"].as_str().unwrap();
+    let victim = api.send_text("alice", "alice's work").await;
+    let victim_id = id_of(&victim);
     // A link that says "on another agent" is accepted, even naming a task id that exists
     // here, and nothing travels along it: no cancel, no mirrored state.
     let mallory = api.as_participant("mallory");
@@ -115,23 +117,15 @@ async fn links_to_tasks_on_other_agents_are_information_only() {
         victim_id,
         "kept as given"
     );
-    api.send_ok(send_req(on(text("alice", "more work"), &victim)))
-        .await;
-    let canceled = mallory
-        .cancel(own["id"].as_str().unwrap())
-        .await
-        .expect("cancel");
+    api.follow_up(&victim, "alice", "more work").await;
+    let canceled = mallory.cancel(id_of(&own)).await.expect("cancel");
     assert_eq!(state(&canceled), "TASK_STATE_CANCELED");
     assert_eq!(
         ext(&canceled)["sub_tasks"][0]["state"],
         "TASK_STATE_WORKING",
         "the victim's state was not mirrored"
     );
-    let after = api
-        .as_participant("alice")
-        .get_task(victim_id, None)
-        .await
-        .expect("get");
+    let after = api.read_as("alice", victim_id).await;
     assert_eq!(state(&after), "TASK_STATE_INPUT_REQUIRED", "not canceled");
 }
 
@@ -140,8 +134,8 @@ async fn nobody_may_act_as_the_service_agent() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "alice's work"))).await;
-        let id = task["id"].as_str().unwrap();
+        let task = api.send_text("alice", "alice's work").await;
+        let id = id_of(&task);
         let impostor = api.as_participant(AGENT);
 
         // Listing as the agent would list every task on the service.
@@ -177,17 +171,14 @@ async fn an_agent_participant_needs_a_verified_identity() {
                         {"id": "billing-bot", "kind": "agent", "role": "watcher"}]}),
             ))
             .await;
-        let id = task["id"].as_str().unwrap();
+        let id = id_of(&task);
         let bot = api.as_participant("billing-bot");
         bot.get_task(id, None)
             .await
-            .expect_err("not the bot")
-            .assert_is(-32001, 404, "TASK_NOT_FOUND");
+            .refused("not the bot", -32001, 404, "TASK_NOT_FOUND");
         let listed = bot.list_tasks(json!({})).await.expect("list");
         assert_eq!(listed["tasks"], json!([]));
-        let refused = api
-            .send_ok(send_req(on(text("billing-bot", "I am the bot"), &task)))
-            .await;
+        let refused = api.follow_up(&task, "billing-bot", "I am the bot").await;
         assert_eq!(
             status_text(&refused),
             "message not accepted: not a participant"
@@ -214,7 +205,7 @@ async fn ids_are_never_blank_and_have_a_length_limit() {
     let long = "x".repeat(300);
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "alice's work"))).await;
+        let task = api.send_text("alice", "alice's work").await;
         let mut cases = vec![
             ("participant_id", send_req(text("", "hi"))),
             ("participant_id", send_req(text("  ", "hi"))),
@@ -227,16 +218,11 @@ async fn ids_are_never_blank_and_have_a_length_limit() {
         m["contextId"] = json!(long);
         cases.push(("contextId", send_req(m)));
         let mut m = text("alice", "hi");
-        m["taskId"] = json!(format!("{}\n", task["id"].as_str().unwrap()));
+        m["taskId"] = json!(format!("{}\n", id_of(&task)));
         cases.push(("taskId", send_req(m)));
         for (field, req) in cases {
             let err = api.send(req).await.expect_err("refused");
-            invalid_params(&err);
-            assert!(
-                err.message.contains(field),
-                "{binding:?} {field}: {}",
-                err.message
-            );
+            invalid_params_naming(&err, field);
         }
         invalid_params(
             &api.as_participant(&long)
@@ -257,7 +243,7 @@ async fn ids_are_never_blank_and_have_a_length_limit() {
 async fn refused_requests_do_not_fill_the_store() {
     let mut server = Server::start();
     let api = server.client().api(Binding::JsonRpc);
-    let task = api.send_ok(send_req(text("alice", "alice's work"))).await;
+    let task = api.send_text("alice", "alice's work").await;
     // The store's file once a graceful stop has checkpointed its log into it. (The log files
     // beside it keep a fixed room that is reused, whatever is written.)
     server.terminate();
@@ -279,9 +265,7 @@ async fn refused_requests_do_not_fill_the_store() {
     // message itself was never audited; this half guards that it stays so).
     let text_body = "t".repeat(1800 * 1024);
     for _ in 0..10 {
-        let refused = api
-            .send_ok(send_req(on(text("mallory", &text_body), &task)))
-            .await;
+        let refused = api.follow_up(&task, "mallory", &text_body).await;
         assert_eq!(
             status_text(&refused),
             "message not accepted: not a participant"
@@ -301,7 +285,7 @@ async fn refusals_are_rate_limited_per_caller_and_per_task() {
     let server = Server::start();
     let client = server.client();
     let api = client.api(Binding::JsonRpc);
-    let task = api.send_ok(send_req(text("alice", "alice's work"))).await;
+    let task = api.send_text("alice", "alice's work").await;
     let refuse = |from: &str| {
         json!({"jsonrpc": "2.0", "id": fresh_id("rpc"), "method": "SendMessage",
                "params": send_req(on(text(from, "let me in"), &task))})
@@ -345,7 +329,7 @@ async fn refusals_are_rate_limited_per_caller_and_per_task() {
     assert_eq!(reply.json()["error"]["status"], "RESOURCE_EXHAUSTED");
 
     // One task: strangers that change their name every time are counted on the task.
-    let other = api.send_ok(send_req(text("bob", "bob's work"))).await;
+    let other = api.send_text("bob", "bob's work").await;
     let refuse_other = |from: String| {
         json!({"jsonrpc": "2.0", "id": fresh_id("rpc"), "method": "SendMessage",
                "params": send_req(on(text(&from, "let me in"), &other))})
@@ -373,9 +357,7 @@ async fn refusals_are_rate_limited_per_caller_and_per_task() {
     );
 
     // The participants themselves are not limited.
-    let answered = api
-        .send_ok(send_req(on(text("alice", "still here"), &task)))
-        .await;
+    let answered = api.follow_up(&task, "alice", "still here").await;
     assert_eq!(status_text(&answered), "still here");
 }
 
@@ -411,16 +393,10 @@ async fn watchers_cannot_send_event_envelopes() {
             "{}",
             err.message
         );
-        let after = api
-            .as_participant("alice")
-            .get_task(task["id"].as_str().unwrap(), None)
-            .await
-            .expect("get");
+        let after = api.read_as("alice", id_of(&task)).await;
         assert_eq!(after["history"], task["history"], "nothing recorded");
         // A watcher's plain comment is still accepted.
-        let commented = api
-            .send_ok(send_req(on(text("wes", "looks good"), &task)))
-            .await;
+        let commented = api.follow_up(&task, "wes", "looks good").await;
         assert_ne!(
             status_text(&commented),
             "message not accepted: not a participant"
@@ -468,11 +444,7 @@ async fn the_agent_and_the_last_admin_stay_on_the_task() {
         let err = api.send(edit(no_admin)).await.expect_err("refused");
         invalid_params(&err);
         assert!(err.message.contains("last admin"), "{}", err.message);
-        let after = api
-            .as_participant("ops")
-            .get_task(task["id"].as_str().unwrap(), None)
-            .await
-            .expect("get");
+        let after = api.read_as("ops", id_of(&task)).await;
         assert_eq!(ext(&after)["participants"], ext(&task)["participants"]);
     }
 }
@@ -482,7 +454,7 @@ async fn webhooks_to_ipv4_hidden_in_ipv6_are_refused() {
     let server = Server::start();
     for binding in BOTH {
         let api = server.client().api(binding);
-        let task = api.send_ok(send_req(text("alice", "hello"))).await;
+        let task = api.send_text("alice", "hello").await;
         let alice = api.as_participant("alice");
         for url in [
             // IPv4-translated 127.0.0.1, NAT64 local-use 127.0.0.1 and 169.254.169.254,
@@ -494,7 +466,7 @@ async fn webhooks_to_ipv4_hidden_in_ipv6_are_refused() {
             "https://[2002:a00:1::1]/hook",
         ] {
             alice
-                .create_push(task["id"].as_str().unwrap(), json!({ "url": url }))
+                .create_push(id_of(&task), json!({ "url": url }))
                 .await
                 .expect_err(url)
                 .assert_is(-32602, 400, "INVALID_PARAMS");

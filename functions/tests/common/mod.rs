@@ -1,6 +1,7 @@
 //! Helpers of the in-process function tests: invocations built from the API Gateway (REST,
 //! payload v1) and Function URL (payload v2) event fixtures in `tests/fixtures/`, apps over one
-//! embedded store, answers read back whole or as SSE.
+//! embedded store, answers read back whole or as SSE; and everything of `test-support` (the
+//! webhook receiver, message builders and readers).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
@@ -11,6 +12,7 @@ use functions::{App, FunctionConfig};
 use serde_json::{Value, json};
 use store_embedded::EmbeddedStore;
 use task_store::Store;
+pub use test_support::*;
 
 pub mod template;
 
@@ -181,8 +183,8 @@ impl Deployment {
         let store: Arc<dyn Store> =
             Arc::new(EmbeddedStore::open(dir.path().join("tasks.redb")).unwrap());
         let mut env: Vec<(&'static str, String)> = vec![
-            ("TABLE_NAME", "tasks".into()),
-            ("BASE_URL", BASE_URL.into()),
+            ("TH_TABLE", "tasks".into()),
+            ("TH_BASE_URL", BASE_URL.into()),
         ];
         env.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
         Self {
@@ -310,98 +312,7 @@ pub async fn invoke(app: &Arc<App>, route: Serves, request: lambda_http::Request
     }
 }
 
-/// A user message from `from` with a fresh id.
+/// A user text message from `from` with a fresh id.
 pub fn message(from: Option<&str>, text: &str) -> Value {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut m =
-        json!({"messageId": format!("m-{n}"), "role": "ROLE_USER", "parts": [{"text": text}]});
-    if let Some(from) = from {
-        m["metadata"] = json!({"participant_id": from});
-    }
-    m
-}
-
-/// The message as a follow-up on task `id`.
-pub fn on(mut message: Value, id: &str) -> Value {
-    message["taskId"] = json!(id);
-    message
-}
-
-/// A request a [`Webhook`] received: path, `Authorization` header, JSON body.
-pub type Received = (String, Option<String>, Value);
-
-/// A webhook receiver on 127.0.0.1: records every request; answers each path with the
-/// status its script gives (200 when none).
-pub struct Webhook {
-    pub base: String,
-    received: Arc<std::sync::Mutex<Vec<Received>>>,
-    serve: tokio::task::JoinHandle<()>,
-}
-
-impl Webhook {
-    pub async fn start(script: &[(&str, u16)]) -> Self {
-        let statuses: HashMap<String, u16> =
-            script.iter().map(|(p, s)| ((*p).to_owned(), *s)).collect();
-        let received = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let log = received.clone();
-        let router = axum::Router::new().fallback(
-            move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: bytes::Bytes| {
-                let log = log.clone();
-                let status = statuses.get(uri.path()).copied().unwrap_or(200);
-                async move {
-                    let auth = headers
-                        .get("authorization")
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_owned);
-                    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                    log.lock()
-                        .unwrap()
-                        .push((uri.path().to_owned(), auth, body));
-                    axum::http::StatusCode::from_u16(status).unwrap()
-                }
-            },
-        );
-        let serve = tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
-        });
-        Self {
-            base,
-            received,
-            serve,
-        }
-    }
-
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    /// (path, Authorization header, body) of every request so far, in arrival order.
-    pub fn received(&self) -> Vec<Received> {
-        self.received.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Webhook {
-    fn drop(&mut self) {
-        self.serve.abort();
-    }
-}
-
-/// What a StreamResponse is: `task:<state>`, `status:<state>`, `artifact`, `message`.
-pub fn event_kind(event: &Value) -> String {
-    if let Some(task) = event.get("task") {
-        format!("task:{}", task["status"]["state"].as_str().unwrap_or("?"))
-    } else if let Some(update) = event.get("statusUpdate") {
-        format!(
-            "status:{}",
-            update["status"]["state"].as_str().unwrap_or("?")
-        )
-    } else if event.get("artifactUpdate").is_some() {
-        "artifact".to_owned()
-    } else {
-        "message".to_owned()
-    }
+    test_support::message(from, vec![text_part(text)])
 }
