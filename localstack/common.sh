@@ -3,7 +3,8 @@
 # Shared helpers for localstack/dynamodb-local.sh and localstack/localstack.sh.
 # Sourced, never executed. The caller sets LE_NAME (log prefix, also the name of
 # the run directory and the emulator's log) and LE_SELF first, runs with
-# `set -euo pipefail`, and defines `serve` and `le_stop_server`.
+# `set -euo pipefail`, defines the hooks listed at le_main, and ends with
+# `le_main "$@"`.
 #
 # The model: `<script> run -- cmd...` installs what it needs (in the host's
 # namespaces, because installing needs the package registries), then runs itself
@@ -481,17 +482,44 @@ le_parse_run_args() {
   LE_PORT=$((10#$LE_PORT))
 }
 
-# le_install_and_serve INSTALL_FUNCTION NETNS_NONE_NOTE: the `run` subcommand
-# once le_parse_run_args has run. Installs, then runs the caller's `serve` as
-# PID 1 of fresh namespaces (via `$LE_SELF __netns-run`), or right here with
-# EMULATOR_NETNS=none (logging "EMULATOR_NETNS=none: NETNS_NONE_NOTE" first).
-# Never returns.
-le_install_and_serve() {
-  "$1" || exit "$LE_EXIT_SETUP"
-  le_netns_prepare || exit "$LE_EXIT_SETUP"
-  if [[ $LE_NETNS_NONE == 1 ]]; then
-    le_log "EMULATOR_NETNS=none: $2"
-    serve
-  fi
-  le_run_in_netns "$LE_SELF" __netns-run --port "$LE_PORT" -- "${LE_CMD[@]}"
+# le_main "$@": the command line both wrappers share (help, install, run, and
+# the internal __netns-run that le_run_in_netns starts in the new namespaces).
+# Hooks the caller defines besides `usage`, `serve` and `le_stop_server`:
+#   le_install            install if needed (`install` and `run`)
+#   le_report_install     after `install`: final checks, print the install's path
+#   le_require_installed  in the namespaces: exit LE_EXIT_SETUP unless installed
+#   le_netns_none_note    what binds where with EMULATOR_NETNS=none (one line)
+le_main() {
+  case ${1:-help} in
+    help | -h | --help)
+      usage
+      ;;
+    install)
+      (($# == 1)) || { usage >&2; exit "$LE_EXIT_USAGE"; }
+      le_install || exit "$LE_EXIT_SETUP"
+      le_report_install
+      ;;
+    run)
+      shift
+      le_parse_run_args "$@" || exit "$LE_EXIT_USAGE"
+      le_install || exit "$LE_EXIT_SETUP"
+      le_netns_prepare || exit "$LE_EXIT_SETUP"
+      if [[ $LE_NETNS_NONE == 1 ]]; then
+        le_log "EMULATOR_NETNS=none: $(le_netns_none_note)"
+        serve
+      fi
+      le_run_in_netns "$LE_SELF" __netns-run --port "$LE_PORT" -- "${LE_CMD[@]}"
+      ;;
+    __netns-run) # internal: we are PID 1 of our own network+PID namespaces
+      shift
+      le_parse_run_args "$@" || exit "$LE_EXIT_USAGE"
+      LE_OWN_NETNS=1
+      le_require_installed
+      serve
+      ;;
+    *)
+      usage >&2
+      exit "$LE_EXIT_USAGE"
+      ;;
+  esac
 }

@@ -170,34 +170,19 @@ serve() {
   le_run_command_and_exit "$endpoint" dynamodb-local
 }
 
-main() {
-  case ${1:-help} in
-    help | -h | --help)
-      usage
-      ;;
-    install)
-      (($# == 1)) || { usage >&2; exit "$LE_EXIT_USAGE"; }
-      ddb_install || exit "$LE_EXIT_SETUP"
-      check_java || exit "$LE_EXIT_SETUP"
-      echo "$DDB_DIR"
-      ;;
-    run)
-      shift
-      le_parse_run_args "$@" || exit "$LE_EXIT_USAGE"
-      le_install_and_serve ddb_install "DynamoDB Local binds 0.0.0.0:$LE_PORT in the current network namespace"
-      ;;
-    __netns-run) # internal: we are PID 1 of our own network+PID namespaces
-      shift
-      le_parse_run_args "$@" || exit "$LE_EXIT_USAGE"
-      LE_OWN_NETNS=1
-      ddb_installed || { le_err "DynamoDB Local is not installed"; exit "$LE_EXIT_SETUP"; }
-      serve
-      ;;
-    *)
-      usage >&2
-      exit "$LE_EXIT_USAGE"
-      ;;
-  esac
+# --- the hooks of le_main (common.sh) ----------------------------------------
+
+le_install() { ddb_install; }
+
+le_report_install() {
+  check_java || exit "$LE_EXIT_SETUP"
+  echo "$DDB_DIR"
 }
 
-main "$@"
+le_require_installed() {
+  ddb_installed || { le_err "DynamoDB Local is not installed"; exit "$LE_EXIT_SETUP"; }
+}
+
+le_netns_none_note() { echo "DynamoDB Local binds 0.0.0.0:$LE_PORT in the current network namespace"; }
+
+le_main "$@"

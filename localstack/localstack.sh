@@ -278,36 +278,20 @@ serve() {
   le_run_command_and_exit "$endpoint" localstack
 }
 
-main() {
-  case ${1:-help} in
-    help | -h | --help)
-      usage
-      ;;
-    install)
-      (($# == 1)) || { usage >&2; exit "$LE_EXIT_USAGE"; }
-      ls_install || exit "$LE_EXIT_SETUP"
-      echo "$LS_VENV"
-      ;;
-    run)
-      shift
-      le_parse_run_args "$@" || exit "$LE_EXIT_USAGE"
-      le_install_and_serve ls_install "LocalStack's DynamoDB Local child binds 0.0.0.0 in the current network namespace"
-      ;;
-    __netns-run) # internal: we are PID 1 of our own network+PID namespaces
-      shift
-      le_parse_run_args "$@" || exit "$LE_EXIT_USAGE"
-      LE_OWN_NETNS=1
-      find_python || skip_no_python
-      LS_VENV=$(venv_dir "$LS_PY")
-      LS_LIB=$LS_BASE/lib-$(lib_key)
-      [[ -f $LS_VENV/.complete && -f $LS_LIB/.complete ]] || { le_err "LocalStack is not installed"; exit "$LE_EXIT_SETUP"; }
-      serve
-      ;;
-    *)
-      usage >&2
-      exit "$LE_EXIT_USAGE"
-      ;;
-  esac
+# --- the hooks of le_main (common.sh) ----------------------------------------
+
+le_install() { ls_install; }
+
+le_report_install() { echo "$LS_VENV"; }
+
+# Sets LS_PY, LS_VENV, LS_LIB like ls_install, without installing.
+le_require_installed() {
+  find_python || skip_no_python
+  LS_VENV=$(venv_dir "$LS_PY")
+  LS_LIB=$LS_BASE/lib-$(lib_key)
+  [[ -f $LS_VENV/.complete && -f $LS_LIB/.complete ]] || { le_err "LocalStack is not installed"; exit "$LE_EXIT_SETUP"; }
 }
 
-main "$@"
+le_netns_none_note() { echo "LocalStack's DynamoDB Local child binds 0.0.0.0 in the current network namespace"; }
+
+le_main "$@"
