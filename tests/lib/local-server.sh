@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that drive a local-server process (tests/interop/run.sh,
 # tests/tck/run.sh): start it on 127.0.0.1 with a free port, stop it whatever happens.
 #

@@ -67,6 +67,7 @@ if [[ ! -f $report ]]; then
   exit 1
 fi
 stop_local_server
+# shellcheck disable=SC2086 # one argument per known failure
 "$py" - "$report" $known_failures <<'PY'
 import json, sys
 report, known = sys.argv[1], set(sys.argv[2:])
