@@ -1,8 +1,10 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # LE_* variables are read by the sourcing scripts
 # Shared helpers for localstack/dynamodb-local.sh and localstack/localstack.sh.
-# Sourced, never executed. The caller sets LE_NAME (log prefix) first and runs
-# with `set -euo pipefail`.
+# Sourced, never executed. The caller sets LE_NAME (log prefix, also the name of
+# the run directory and the emulator's log) and LE_SELF first, runs with
+# `set -euo pipefail`, defines the hooks listed at le_main, and ends with
+# `le_main "$@"`.
 #
 # The model: `<script> run -- cmd...` installs what it needs (in the host's
 # namespaces, because installing needs the package registries), then runs itself
@@ -339,17 +341,23 @@ le_probe_max_time() {
   echo "$left"
 }
 
-# A real DynamoDB request: POST ListTables with a SigV4-shaped Authorization
-# header (DynamoDB Local rejects requests without one: MissingAuthenticationToken;
-# it does not verify the signature).
-le_ddb_list_tables_ok() {
-  local url=$1 code
-  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time "$(le_probe_max_time 3)" -X POST "$url/" \
-    -H 'Content-Type: application/x-amz-json-1.0' \
-    -H 'X-Amz-Target: DynamoDB_20120810.ListTables' \
-    -H 'Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=content-type;host;x-amz-target, Signature=0000000000000000000000000000000000000000000000000000000000000000' \
+# le_aws_json_post URL SIGNING_SERVICE TARGET JSON_VERSION MAX_TIME_CAP -> 0 on
+# HTTP 200. A real AWS JSON request (body `{}`) with a SigV4-shaped Authorization
+# header: DynamoDB Local rejects requests without one (MissingAuthenticationToken)
+# but does not verify the signature; LocalStack routes on its signing service.
+le_aws_json_post() {
+  local url=$1 service=$2 target=$3 version=$4 cap=$5 code
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time "$(le_probe_max_time "$cap")" -X POST "$url/" \
+    -H "Content-Type: application/x-amz-json-$version" \
+    -H "X-Amz-Target: $target" \
+    -H "Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/$service/aws4_request, SignedHeaders=content-type;host;x-amz-target, Signature=0000000000000000000000000000000000000000000000000000000000000000" \
     --data '{}' 2>/dev/null) || return 1
   [[ $code == 200 ]]
+}
+
+# A real DynamoDB request: POST ListTables (at most 3 s).
+le_ddb_list_tables_ok() {
+  le_aws_json_post "$1" dynamodb DynamoDB_20120810.ListTables 1.0 3
 }
 
 # Environment for the command under test.
@@ -372,6 +380,21 @@ le_run_command() {
   LE_CMD_PID=$!
   wait "$LE_CMD_PID" || LE_CMD_STATUS=$?
   LE_CMD_PID=
+}
+
+# le_run_command_and_exit ENDPOINT EMULATOR: the end of `serve` once the emulator
+# is ready: run LE_CMD against ENDPOINT, keep the emulator's files when it
+# fails, stop everything, and exit with the command's status.
+le_run_command_and_exit() {
+  le_export_client_env "$1" "$2"
+  le_run_command "${LE_CMD[@]}"
+  if [[ $LE_CMD_STATUS != 0 ]]; then
+    LE_KEEP_LOG=1
+    le_log "command exited with status $LE_CMD_STATUS"
+  fi
+  le_cleanup
+  trap - EXIT
+  exit "$LE_CMD_STATUS"
 }
 
 # Called on EXIT (and from the signal handler): stop everything, idempotently.
@@ -414,6 +437,25 @@ le_install_traps() {
   trap 'le_on_signal HUP 1' HUP
 }
 
+# The start of `serve`: a fresh LE_RUN_DIR (removed at exit unless kept), the
+# cleanup traps, and loopback up when we are in our own namespaces. Exits
+# LE_EXIT_SETUP when loopback cannot be brought up.
+le_serve_prepare() {
+  LE_RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/$LE_NAME.XXXXXX")
+  le_install_traps
+  if [[ $LE_OWN_NETNS == 1 ]]; then
+    le_netns_setup || exit "$LE_EXIT_SETUP"
+  fi
+}
+
+# le_start_server CMD...: start the emulator in the background from LE_RUN_DIR,
+# stdin closed, output to LE_RUN_DIR/LE_NAME.log. Sets LE_SERVER_PID, LE_SERVER_LOG.
+le_start_server() {
+  (cd "$LE_RUN_DIR" && exec "$@") >"$LE_RUN_DIR/$LE_NAME.log" 2>&1 </dev/null &
+  LE_SERVER_PID=$!
+  LE_SERVER_LOG=$LE_RUN_DIR/$LE_NAME.log
+}
+
 # Parse "[--port N] -- cmd..." for `run`. Sets LE_PORT and LE_CMD (array).
 le_parse_run_args() {
   LE_CMD=()
@@ -438,4 +480,46 @@ le_parse_run_args() {
     return 1
   fi
   LE_PORT=$((10#$LE_PORT))
+}
+
+# le_main "$@": the command line both wrappers share (help, install, run, and
+# the internal __netns-run that le_run_in_netns starts in the new namespaces).
+# Hooks the caller defines besides `usage`, `serve` and `le_stop_server`:
+#   le_install            install if needed (`install` and `run`)
+#   le_report_install     after `install`: final checks, print the install's path
+#   le_require_installed  in the namespaces: exit LE_EXIT_SETUP unless installed
+#   le_netns_none_note    what binds where with EMULATOR_NETNS=none (one line)
+le_main() {
+  case ${1:-help} in
+    help | -h | --help)
+      usage
+      ;;
+    install)
+      (($# == 1)) || { usage >&2; exit "$LE_EXIT_USAGE"; }
+      le_install || exit "$LE_EXIT_SETUP"
+      le_report_install
+      ;;
+    run)
+      shift
+      le_parse_run_args "$@" || exit "$LE_EXIT_USAGE"
+      le_install || exit "$LE_EXIT_SETUP"
+      le_netns_prepare || exit "$LE_EXIT_SETUP"
+      if [[ $LE_NETNS_NONE == 1 ]]; then
+        le_log "EMULATOR_NETNS=none: $(le_netns_none_note)"
+        serve
+      fi
+      le_run_in_netns "$LE_SELF" __netns-run --port "$LE_PORT" -- "${LE_CMD[@]}"
+      ;;
+    __netns-run) # internal: we are PID 1 of our own network+PID namespaces
+      shift
+      le_parse_run_args "$@" || exit "$LE_EXIT_USAGE"
+      LE_OWN_NETNS=1
+      le_require_installed
+      serve
+      ;;
+    *)
+      usage >&2
+      exit "$LE_EXIT_USAGE"
+      ;;
+  esac
 }

@@ -58,8 +58,7 @@ EOF
 }
 
 wait_for_localstack() {
-  local i
-  for i in $(seq 1 60); do
+  for _ in $(seq 1 60); do
     if "$py" -c 'import json,sys,urllib.request; h=json.load(urllib.request.urlopen(sys.argv[1]+"/_localstack/health", timeout=2)); sys.exit(0 if h.get("services") else 1)' "$endpoint" 2>/dev/null; then
       return 0
     fi

@@ -158,66 +158,31 @@ serve() {
   args=(-inMemory -port "$LE_PORT" -disableTelemetry)
   [[ $DDB_SHARED_DB == 1 ]] && args+=(-sharedDb)
 
-  LE_RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/dynamodb-local.XXXXXX")
-  le_install_traps
-  if [[ $LE_OWN_NETNS == 1 ]]; then
-    le_netns_setup || exit "$LE_EXIT_SETUP"
-  fi
-  (cd "$LE_RUN_DIR" && exec "$java" "${opts[@]}" "-Djava.library.path=$DDB_DIR/DynamoDBLocal_lib" \
-    -jar "$DDB_DIR/DynamoDBLocal.jar" "${args[@]}") >"$LE_RUN_DIR/dynamodb-local.log" 2>&1 </dev/null &
-  LE_SERVER_PID=$!
-  LE_SERVER_LOG=$LE_RUN_DIR/dynamodb-local.log
+  le_serve_prepare
+  le_start_server "$java" "${opts[@]}" "-Djava.library.path=$DDB_DIR/DynamoDBLocal_lib" \
+    -jar "$DDB_DIR/DynamoDBLocal.jar" "${args[@]}"
 
   le_wait_ready "$DDB_READY_TIMEOUT" "DynamoDB Local (127.0.0.1:$LE_PORT)" probe || exit "$LE_EXIT_SETUP"
   version=$(sed -n 's/^Version:[[:space:]]*//p' "$LE_SERVER_LOG" | head -n 1)
   endpoint=http://127.0.0.1:$LE_PORT
   le_log "DynamoDB Local ${version:-?} ready at $endpoint in ${LE_READY_SECONDS}s; $(le_rss_summary "$LE_SERVER_PID")"
 
-  le_export_client_env "$endpoint" dynamodb-local
-  le_run_command "${LE_CMD[@]}"
-  if [[ $LE_CMD_STATUS != 0 ]]; then
-    LE_KEEP_LOG=1
-    le_log "command exited with status $LE_CMD_STATUS"
-  fi
-  le_cleanup
-  trap - EXIT
-  exit "$LE_CMD_STATUS"
+  le_run_command_and_exit "$endpoint" dynamodb-local
 }
 
-main() {
-  case ${1:-help} in
-    help | -h | --help)
-      usage
-      ;;
-    install)
-      (($# == 1)) || { usage >&2; exit "$LE_EXIT_USAGE"; }
-      ddb_install || exit "$LE_EXIT_SETUP"
-      check_java || exit "$LE_EXIT_SETUP"
-      echo "$DDB_DIR"
-      ;;
-    run)
-      shift
-      le_parse_run_args "$@" || exit "$LE_EXIT_USAGE"
-      ddb_install || exit "$LE_EXIT_SETUP"
-      le_netns_prepare || exit "$LE_EXIT_SETUP"
-      if [[ $LE_NETNS_NONE == 1 ]]; then
-        le_log "EMULATOR_NETNS=none: DynamoDB Local binds 0.0.0.0:$LE_PORT in the current network namespace"
-        serve
-      fi
-      le_run_in_netns "$LE_SELF" __netns-run --port "$LE_PORT" -- "${LE_CMD[@]}"
-      ;;
-    __netns-run) # internal: we are PID 1 of our own network+PID namespaces
-      shift
-      le_parse_run_args "$@" || exit "$LE_EXIT_USAGE"
-      LE_OWN_NETNS=1
-      ddb_installed || { le_err "DynamoDB Local is not installed"; exit "$LE_EXIT_SETUP"; }
-      serve
-      ;;
-    *)
-      usage >&2
-      exit "$LE_EXIT_USAGE"
-      ;;
-  esac
+# --- the hooks of le_main (common.sh) ----------------------------------------
+
+le_install() { ddb_install; }
+
+le_report_install() {
+  check_java || exit "$LE_EXIT_SETUP"
+  echo "$DDB_DIR"
 }
 
-main "$@"
+le_require_installed() {
+  ddb_installed || { le_err "DynamoDB Local is not installed"; exit "$LE_EXIT_SETUP"; }
+}
+
+le_netns_none_note() { echo "DynamoDB Local binds 0.0.0.0:$LE_PORT in the current network namespace"; }
+
+le_main "$@"

@@ -233,16 +233,8 @@ probe() {
   fi
 }
 
-# ls_post SIGNING_SERVICE TARGET JSON_VERSION -> 0 on HTTP 200
-ls_post() {
-  local code
-  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time "$(le_probe_max_time 10)" -X POST "http://127.0.0.1:$LE_PORT/" \
-    -H "Content-Type: application/x-amz-json-$3" \
-    -H "X-Amz-Target: $2" \
-    -H "Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/$1/aws4_request, SignedHeaders=content-type;host;x-amz-target, Signature=0000000000000000000000000000000000000000000000000000000000000000" \
-    --data '{}' 2>/dev/null) || return 1
-  [[ $code == 200 ]]
-}
+# ls_post SIGNING_SERVICE TARGET JSON_VERSION -> 0 on HTTP 200 (at most 10 s)
+ls_post() { le_aws_json_post "http://127.0.0.1:$LE_PORT" "$1" "$2" "$3" 10; }
 
 serve() {
   local fs endpoint services overrides=()
@@ -262,17 +254,13 @@ serve() {
     le_err "$LS_LIB/java/21 does not point to a JDK any more; delete $LS_LIB and rerun"
     exit "$LE_EXIT_SETUP"
   fi
-  LE_RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/localstack.XXXXXX")
-  le_install_traps
-  if [[ $LE_OWN_NETNS == 1 ]]; then
-    le_netns_setup || exit "$LE_EXIT_SETUP"
-  fi
+  le_serve_prepare
   # a private FILESYSTEM_ROOT per run (state, tmp, logs), sharing the seeded libs
   fs=$LE_RUN_DIR/fs
   mkdir -p "$fs/var/lib/localstack"
   ln -s "$LS_LIB" "$fs/var/lib/localstack/lib"
 
-  (cd "$LE_RUN_DIR" && exec env \
+  le_start_server env \
     -u AWS_ENDPOINT_URL -u AWS_ENDPOINT_URL_DYNAMODB -u AWS_ENDPOINT_URL_DYNAMODB_STREAMS -u AWS_PROFILE \
     OVERRIDE_IN_DOCKER=0 FILESYSTEM_ROOT="$fs" \
     GATEWAY_LISTEN="127.0.0.1:$LE_PORT" GATEWAY_SERVER="$LS_GATEWAY_SERVER" \
@@ -281,61 +269,29 @@ serve() {
     DISABLE_EVENTS=1 SKIP_SSL_CERT_DOWNLOAD=1 DNS_ADDRESS=0 \
     PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
     "${overrides[@]}" \
-    "$LS_VENV/bin/python" -m localstack.runtime.main) >"$LE_RUN_DIR/localstack.log" 2>&1 </dev/null &
-  LE_SERVER_PID=$!
-  LE_SERVER_LOG=$LE_RUN_DIR/localstack.log
+    "$LS_VENV/bin/python" -m localstack.runtime.main
 
   le_wait_ready "$LS_READY_TIMEOUT" "LocalStack (127.0.0.1:$LE_PORT)" probe || exit "$LE_EXIT_SETUP"
   endpoint=http://127.0.0.1:$LE_PORT
   le_log "LocalStack $LS_VERSION ($services, streams provider $LS_STREAMS_PROVIDER, $LS_GATEWAY_SERVER) ready at $endpoint in ${LE_READY_SECONDS}s; $(le_rss_summary "$LE_SERVER_PID")"
 
-  le_export_client_env "$endpoint" localstack
-  le_run_command "${LE_CMD[@]}"
-  if [[ $LE_CMD_STATUS != 0 ]]; then
-    LE_KEEP_LOG=1
-    le_log "command exited with status $LE_CMD_STATUS"
-  fi
-  le_cleanup
-  trap - EXIT
-  exit "$LE_CMD_STATUS"
+  le_run_command_and_exit "$endpoint" localstack
 }
 
-main() {
-  case ${1:-help} in
-    help | -h | --help)
-      usage
-      ;;
-    install)
-      (($# == 1)) || { usage >&2; exit "$LE_EXIT_USAGE"; }
-      ls_install || exit "$LE_EXIT_SETUP"
-      echo "$LS_VENV"
-      ;;
-    run)
-      shift
-      le_parse_run_args "$@" || exit "$LE_EXIT_USAGE"
-      ls_install || exit "$LE_EXIT_SETUP"
-      le_netns_prepare || exit "$LE_EXIT_SETUP"
-      if [[ $LE_NETNS_NONE == 1 ]]; then
-        le_log "EMULATOR_NETNS=none: LocalStack's DynamoDB Local child binds 0.0.0.0 in the current network namespace"
-        serve
-      fi
-      le_run_in_netns "$LE_SELF" __netns-run --port "$LE_PORT" -- "${LE_CMD[@]}"
-      ;;
-    __netns-run) # internal: we are PID 1 of our own network+PID namespaces
-      shift
-      le_parse_run_args "$@" || exit "$LE_EXIT_USAGE"
-      LE_OWN_NETNS=1
-      find_python || skip_no_python
-      LS_VENV=$(venv_dir "$LS_PY")
-      LS_LIB=$LS_BASE/lib-$(lib_key)
-      [[ -f $LS_VENV/.complete && -f $LS_LIB/.complete ]] || { le_err "LocalStack is not installed"; exit "$LE_EXIT_SETUP"; }
-      serve
-      ;;
-    *)
-      usage >&2
-      exit "$LE_EXIT_USAGE"
-      ;;
-  esac
+# --- the hooks of le_main (common.sh) ----------------------------------------
+
+le_install() { ls_install; }
+
+le_report_install() { echo "$LS_VENV"; }
+
+# Sets LS_PY, LS_VENV, LS_LIB like ls_install, without installing.
+le_require_installed() {
+  find_python || skip_no_python
+  LS_VENV=$(venv_dir "$LS_PY")
+  LS_LIB=$LS_BASE/lib-$(lib_key)
+  [[ -f $LS_VENV/.complete && -f $LS_LIB/.complete ]] || { le_err "LocalStack is not installed"; exit "$LE_EXIT_SETUP"; }
 }
 
-main "$@"
+le_netns_none_note() { echo "LocalStack's DynamoDB Local child binds 0.0.0.0 in the current network namespace"; }
+
+le_main "$@"

@@ -111,6 +111,30 @@ class Client:
         return parsed
 
 
+# What a check may raise that counts as its failure (anything else is a bug here).
+CHECK_FAILURES = (
+    AssertionError,
+    DdbError,
+    OSError,
+    http.client.HTTPException,
+    KeyError,
+    TypeError,
+    ValueError,
+    IndexError,
+)
+
+
+def failure_reason(e):
+    """The FAIL line's text for an exception in CHECK_FAILURES."""
+    if isinstance(e, AssertionError):
+        return str(e)
+    if isinstance(e, DdbError):
+        return f"unexpected {e}"
+    if isinstance(e, (OSError, http.client.HTTPException)):
+        return f"transport error {type(e).__name__}: {e}"
+    return f"unexpected response shape ({type(e).__name__}: {e})"
+
+
 class Smoke:
     def __init__(self, ddb, streams):
         self.ddb = ddb
@@ -123,21 +147,9 @@ class Smoke:
         t0 = time.monotonic()
         try:
             detail = fn()
-        except AssertionError as e:
+        except CHECK_FAILURES as e:
             self.failed.append(name)
-            print(f"FAIL {name}: {e}", flush=True)
-            return
-        except DdbError as e:
-            self.failed.append(name)
-            print(f"FAIL {name}: unexpected {e}", flush=True)
-            return
-        except (OSError, http.client.HTTPException) as e:
-            self.failed.append(name)
-            print(f"FAIL {name}: transport error {type(e).__name__}: {e}", flush=True)
-            return
-        except (KeyError, TypeError, ValueError, IndexError) as e:
-            self.failed.append(name)
-            print(f"FAIL {name}: unexpected response shape ({type(e).__name__}: {e})", flush=True)
+            print(f"FAIL {name}: {failure_reason(e)}", flush=True)
             return
         self.passed += 1
         ms = (time.monotonic() - t0) * 1000
@@ -150,6 +162,14 @@ class Smoke:
             assert e.code == code, f"expected {code}, got HTTP {e.status} {e.code}: {e.message}"
             return e
         raise AssertionError(f"{operation} succeeded; expected {code}")
+
+    def new_event(self, seq, kind):
+        """A put of task#1's event #SEQ that fails if it already exists (PutItem or a transaction's Put)."""
+        return {
+            "TableName": self.table,
+            "Item": {"pk": {"S": "task#1"}, "sk": {"S": f"event#{seq:04d}"}, "kind": {"S": kind}},
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
 
     # --- checks -----------------------------------------------------------
 
@@ -270,13 +290,7 @@ class Smoke:
             "TransactWriteItems",
             {
                 "TransactItems": [
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": {"pk": {"S": "task#1"}, "sk": {"S": "event#0001"}, "kind": {"S": "status"}},
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
+                    {"Put": self.new_event(1, "status")},
                     {
                         "ConditionCheck": {
                             "TableName": self.table,
@@ -329,20 +343,8 @@ class Smoke:
                             },
                         }
                     },
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": {"pk": {"S": "task#1"}, "sk": {"S": "event#0001"}, "kind": {"S": "status"}},
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": {"pk": {"S": "task#1"}, "sk": {"S": "event#0002"}, "kind": {"S": "artifact"}},
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
+                    {"Put": self.new_event(1, "status")},
+                    {"Put": self.new_event(2, "artifact")},
                 ],
             },
         )
@@ -387,14 +389,7 @@ class Smoke:
 
     def query_log(self):
         for i in range(2, 8):
-            self.ddb.call(
-                "PutItem",
-                {
-                    "TableName": self.table,
-                    "Item": {"pk": {"S": "task#1"}, "sk": {"S": f"event#{i:04d}"}, "kind": {"S": "msg"}},
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                },
-            )
+            self.ddb.call("PutItem", self.new_event(i, "msg"))
         base = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :e)",

@@ -17,22 +17,13 @@ bin=${TH_BIN:-target/debug/local-server}
 default_participant=interop-default
 t0=$(date +%s)
 
-if [[ ! -x $bin ]]; then
-  echo "interop: error: $bin not found; build it first (cargo build -p local-server)" >&2
-  exit 1
-fi
-py=$(tests/interop/venv.sh)
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/th-interop.XXXXXX")
 # shellcheck source=tests/lib/local-server.sh
 . tests/lib/local-server.sh
-cleanup() {
-  stop_local_server
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+
+require_local_server_bin interop "$bin"
+py=$(tests/interop/venv.sh)
+
+local_server_session th-interop
 
 start_local_server interop "$bin" "$tmp" --default-participant "$default_participant"
 echo "interop: $bin at $url (a2a-sdk $("$py" -c 'import importlib.metadata as m; print(m.version("a2a-sdk"))'), $("$py" -V))"

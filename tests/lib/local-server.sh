@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that drive a local-server process (tests/interop/run.sh,
 # tests/tck/run.sh): start it on 127.0.0.1 with a free port, stop it whatever happens.
 #
@@ -7,9 +8,35 @@
 #       printing that log, when the server does not start.
 #   stop_local_server
 #       Ctrl-C (the server's graceful shutdown), SIGKILL after 5 s; safe to call twice.
+#   require_local_server_bin <name> <bin>
+#       exits 1 with a hint to build it when <bin> is not an executable.
+#   local_server_session <prefix>
+#       sets $tmp to a fresh directory under $TMPDIR named <prefix>.XXXXXX and traps EXIT
+#       (and INT/TERM, exiting 130/143) to stop the server and remove $tmp.
 
 server_pid=
 url=
+tmp=
+
+require_local_server_bin() {
+  local name=$1 bin=$2
+  if [[ ! -x $bin ]]; then
+    echo "$name: error: $bin not found; build it first (cargo build -p local-server)" >&2
+    exit 1
+  fi
+}
+
+local_server_session() {
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  trap local_server_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
+local_server_cleanup() {
+  stop_local_server
+  rm -rf "$tmp"
+}
 
 start_local_server() {
   local name=$1 bin=$2 tmp=$3

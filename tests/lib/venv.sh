@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that install Python tools from PyPI (tests/infra/run.sh,
 # localstack/deploy.sh); uses the caller's `log`.
 #

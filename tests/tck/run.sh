@@ -22,10 +22,10 @@ known_failures="CORE-SEND-003 DM-SERIAL-001"
 t0=$(date +%s)
 log() { echo "tck: $*"; }
 
-if [[ ! -x $bin ]]; then
-  echo "tck: error: $bin not found; build it first (cargo build -p local-server)" >&2
-  exit 1
-fi
+# shellcheck source=tests/lib/local-server.sh
+. tests/lib/local-server.sh
+
+require_local_server_bin tck "$bin"
 if [[ ! -f $tck_src/run_tck.py ]]; then
   echo "tck: error: the TCK is not at $tck_src" >&2
   exit 1
@@ -48,16 +48,7 @@ if [[ ! -f $home/.complete ]]; then
 fi
 py=$home/venv/bin/python
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/th-tck.XXXXXX")
-# shellcheck source=tests/lib/local-server.sh
-. tests/lib/local-server.sh
-cleanup() {
-  stop_local_server
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+local_server_session th-tck
 
 start_local_server tck "$bin" "$tmp" --agent-profile tck --default-participant tck --allow-private-webhooks
 log "$bin at $url"
@@ -76,6 +67,7 @@ if [[ ! -f $report ]]; then
   exit 1
 fi
 stop_local_server
+# shellcheck disable=SC2086 # one argument per known failure
 "$py" - "$report" $known_failures <<'PY'
 import json, sys
 report, known = sys.argv[1], set(sys.argv[2:])
