@@ -20,9 +20,13 @@ mod reads;
 mod sizes;
 mod tasks;
 
+use std::sync::Arc;
+
+use crate::port::Store;
+
 pub use concurrency::*;
 pub use conditions::*;
-pub use fixtures::{at, record, status_event, user_message};
+pub use fixtures::{at, create_task_of_config_without_owner, record, status_event, user_message};
 pub use inbox::*;
 pub use leases::*;
 pub use list::*;
@@ -31,8 +35,29 @@ pub use reads::*;
 pub use sizes::*;
 pub use tasks::*;
 
+/// What a suite's `$make` gives: the store, or the store and a guard kept until the test
+/// ends (a table dropped with it), so an adapter's tests need no wrapper around the store.
+pub trait FreshStore {
+    type Guard;
+    fn split(self) -> (Arc<dyn Store>, Self::Guard);
+}
+
+impl FreshStore for Arc<dyn Store> {
+    type Guard = ();
+    fn split(self) -> (Arc<dyn Store>, ()) {
+        (self, ())
+    }
+}
+
+impl<G> FreshStore for (Arc<dyn Store>, G) {
+    type Guard = G;
+    fn split(self) -> (Arc<dyn Store>, G) {
+        self
+    }
+}
+
 /// Runs every contract test against stores made by `$make` (an async expression giving an
-/// `Arc<dyn Store>`), one `#[tokio::test]` each.
+/// `Arc<dyn Store>`, or one with a guard: see [`FreshStore`]), one `#[tokio::test]` each.
 #[macro_export]
 macro_rules! contract_suite {
     ($make:expr) => {
@@ -51,7 +76,7 @@ macro_rules! contract_suite {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $name() {
-                let store = $make.await;
+                let (store, _guard) = $crate::contract::FreshStore::split($make.await);
                 $crate::contract::$name(store).await;
             }
         )*

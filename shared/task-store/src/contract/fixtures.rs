@@ -99,6 +99,24 @@ pub(super) async fn create_new(store: &dyn Store, new: NewTask) -> StoredTask {
     store.get(&id).await.expect("get").expect("exists")
 }
 
+/// Creates task `t-1`, where alice is an admin: the task of
+/// [`config_without_owner`](super::config_without_owner), which an adapter's test stores
+/// the old way before calling
+/// [`a_config_without_owner_is_nobodys`](super::a_config_without_owner_is_nobodys).
+pub async fn create_task_of_config_without_owner(store: &dyn Store) {
+    let rec = record(
+        "t-1",
+        "ctx",
+        &[("alice", Role::Admin)],
+        TaskState::Working,
+        at(0),
+    );
+    store
+        .commit(vec![Change::Create(Box::new(NewTask::new(rec)))])
+        .await
+        .expect("create");
+}
+
 /// Task `id` of the [`TEAM`], in `state` since `at(0)`, created.
 pub(super) async fn task_in(store: &dyn Store, id: &str, state: TaskState) -> StoredTask {
     create(store, record(id, "ctx", TEAM, state, at(0))).await
