@@ -101,13 +101,7 @@ fn plan_create(
     for (item, json) in new.inbox.iter().zip(&docs.inbox) {
         for chunk in items::inbox_chunks(&b.pk, item, json)? {
             let write = put(b.table, chunk, None)?;
-            b.push(
-                write,
-                Guard::Log {
-                    task_id: task_id.to_owned(),
-                    creating: true,
-                },
-            );
+            b.push_log(write, true);
         }
     }
     let event_seqs = b.events(0, &docs.events, true)?;
@@ -224,13 +218,7 @@ fn plan_update(
                 key(&b.pk, keys::inbox_sk(&at, chunk, &inbox_key.message_id)),
                 None,
             )?;
-            b.push(
-                item,
-                Guard::Log {
-                    task_id: task_id.to_owned(),
-                    creating: false,
-                },
-            );
+            b.push_log(item, false);
         }
     }
     for (item, guard) in logs {
