@@ -26,7 +26,10 @@ use crate::port::Store;
 
 pub use concurrency::*;
 pub use conditions::*;
-pub use fixtures::{at, create_task_of_config_without_owner, record, status_event, user_message};
+pub use fixtures::{
+    TEAM, at, create_task_of_config_without_owner, record, snapshot, status_event, user_message,
+    version_of,
+};
 pub use inbox::*;
 pub use leases::*;
 pub use list::*;

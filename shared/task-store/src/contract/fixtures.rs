@@ -45,7 +45,8 @@ pub fn record(
     }
 }
 
-pub(super) fn snapshot(record: &TaskRecord) -> StreamResponse {
+/// The task as its first event (the snapshot a creation logs).
+pub fn snapshot(record: &TaskRecord) -> StreamResponse {
     StreamResponse::Task(Task {
         id: record.id.clone(),
         context_id: record.context_id.clone(),
@@ -77,7 +78,8 @@ pub fn user_message(id: &str, text: &str) -> Message {
     m
 }
 
-pub(super) const TEAM: &[(&str, Role)] = &[
+/// A reporter, an admin and the assignee agent.
+pub const TEAM: &[(&str, Role)] = &[
     ("alice", Role::Reporter),
     ("ops", Role::Admin),
     ("agent", Role::Assignee),
@@ -120,6 +122,11 @@ pub async fn create_task_of_config_without_owner(store: &dyn Store) {
 /// Task `id` of the [`TEAM`], in `state` since `at(0)`, created.
 pub(super) async fn task_in(store: &dyn Store, id: &str, state: TaskState) -> StoredTask {
     create(store, record(id, "ctx", TEAM, state, at(0))).await
+}
+
+/// The version of task `id`, which must exist.
+pub async fn version_of(store: &dyn Store, id: &str) -> u64 {
+    store.get(id).await.expect("get").expect("exists").version
 }
 
 pub(super) fn update(base: &StoredTask) -> TaskUpdate {
