@@ -20,15 +20,11 @@ mod reads;
 mod sizes;
 mod tasks;
 
-use std::sync::Arc;
-
-use crate::port::Store;
-
 pub use concurrency::*;
 pub use conditions::*;
 pub use fixtures::{
-    TEAM, at, create_task_of_config_without_owner, record, snapshot, status_event, user_message,
-    version_of,
+    FreshStore, TEAM, at, create_task_of_config_without_owner, record, snapshot, status_event,
+    user_message, version_of,
 };
 pub use inbox::*;
 pub use leases::*;
@@ -37,27 +33,6 @@ pub use push::*;
 pub use reads::*;
 pub use sizes::*;
 pub use tasks::*;
-
-/// What a suite's `$make` gives: the store, or the store and a guard kept until the test
-/// ends (a table dropped with it), so an adapter's tests need no wrapper around the store.
-pub trait FreshStore {
-    type Guard;
-    fn split(self) -> (Arc<dyn Store>, Self::Guard);
-}
-
-impl FreshStore for Arc<dyn Store> {
-    type Guard = ();
-    fn split(self) -> (Arc<dyn Store>, ()) {
-        (self, ())
-    }
-}
-
-impl<G> FreshStore for (Arc<dyn Store>, G) {
-    type Guard = G;
-    fn split(self) -> (Arc<dyn Store>, G) {
-        self
-    }
-}
 
 /// Runs every contract test against stores made by `$make` (an async expression giving an
 /// `Arc<dyn Store>`, or one with a guard: see [`FreshStore`]), one `#[tokio::test]` each.

@@ -1,5 +1,8 @@
 //! The suite's shared fixtures: fixed instants, task records, events and messages, and the
-//! small helpers the tests share (create a task, commit one update, expect a conflict).
+//! small helpers the tests share (create a task, commit one update, expect a conflict), and
+//! [`FreshStore`], what an adapter's `contract_suite!` gets from its store maker.
+
+use std::sync::Arc;
 
 use a2a::{
     Artifact, Message, Part, Role as MessageRole, StreamResponse, Task, TaskState, TaskStatus,
@@ -191,4 +194,25 @@ where
         .into_iter()
         .map(|r| r.expect("task"))
         .partition(Result::is_ok)
+}
+
+/// What a suite's `$make` gives: the store, or the store and a guard kept until the test
+/// ends (a table dropped with it), so an adapter's tests need no wrapper around the store.
+pub trait FreshStore {
+    type Guard;
+    fn split(self) -> (Arc<dyn Store>, Self::Guard);
+}
+
+impl FreshStore for Arc<dyn Store> {
+    type Guard = ();
+    fn split(self) -> (Arc<dyn Store>, ()) {
+        (self, ())
+    }
+}
+
+impl<G> FreshStore for (Arc<dyn Store>, G) {
+    type Guard = G;
+    fn split(self) -> (Arc<dyn Store>, G) {
+        self
+    }
 }
