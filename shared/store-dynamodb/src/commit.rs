@@ -101,13 +101,7 @@ fn plan_create(
     for (item, json) in new.inbox.iter().zip(&docs.inbox) {
         for chunk in items::inbox_chunks(&b.pk, item, json)? {
             let write = put(b.table, chunk, None)?;
-            b.push(
-                write,
-                Guard::Log {
-                    task_id: task_id.to_owned(),
-                    creating: true,
-                },
-            );
+            b.push_log(write, true);
         }
     }
     let event_seqs = b.events(0, &docs.events, true)?;
@@ -224,13 +218,7 @@ fn plan_update(
                 key(&b.pk, keys::inbox_sk(&at, chunk, &inbox_key.message_id)),
                 None,
             )?;
-            b.push(
-                item,
-                Guard::Log {
-                    task_id: task_id.to_owned(),
-                    creating: false,
-                },
-            );
+            b.push_log(item, false);
         }
     }
     for (item, guard) in logs {
@@ -351,6 +339,15 @@ mod tests {
 
     use crate::index::IndexWrite;
 
+    /// `record` as stored at `version`, with no logs yet.
+    fn stored(record: TaskRecord, version: u64) -> StoredTask {
+        StoredTask {
+            record,
+            version,
+            counters: TaskCounters::default(),
+        }
+    }
+
     fn record(id: &str, participants: &[&str]) -> TaskRecord {
         let mut extension = TaskExtension::new("t", "d");
         extension.participants = participants
@@ -388,11 +385,7 @@ mod tests {
 
     #[test]
     fn an_update_orders_task_item_message_ids_inbox_then_logs() {
-        let base = StoredTask {
-            record: record("t", &["a", "b"]),
-            version: 3,
-            counters: TaskCounters::default(),
-        };
+        let base = stored(record("t", &["a", "b"]), 3);
         let mut update = TaskUpdate::new(base.clone());
         let mut moved = base.record.clone();
         moved.status.state = TaskState::InputRequired;
@@ -443,11 +436,7 @@ mod tests {
 
     #[test]
     fn conditions_name_the_version_states_and_role() {
-        let base = StoredTask {
-            record: record("t", &["ops"]),
-            version: 7,
-            counters: TaskCounters::default(),
-        };
+        let base = stored(record("t", &["ops"]), 7);
         let mut update = TaskUpdate::new(base);
         update.allowed_states = vec![TaskState::Submitted, TaskState::Working];
         update.actor_role = Some(("ops#1".into(), Role::Admin));
@@ -496,11 +485,7 @@ mod tests {
 
         // 98 history messages and the task item leave room for one of the three index
         // writes: the delete rides inside, the two puts go before.
-        let base = StoredTask {
-            record: record("t", &["a", "b"]),
-            version: 4,
-            counters: TaskCounters::default(),
-        };
+        let base = stored(record("t", &["a", "b"]), 4);
         let mut moved = base.record.clone();
         moved.status.state = TaskState::Completed;
         moved.extension.participants.retain(|p| p.id != "b");
@@ -523,11 +508,7 @@ mod tests {
         assert!(plan.items[99].delete.is_some(), "b's delete rides inside");
         assert!(matches!(plan.before[0], IndexWrite::Put { version: 5, .. }));
 
-        let base = StoredTask {
-            record: record("t", &["a"]),
-            version: 1,
-            counters: TaskCounters::default(),
-        };
+        let base = stored(record("t", &["a"]), 1);
         let mut huge = TaskUpdate::new(base);
         huge.history = (0..120)
             .map(|i| a2a::Message::new(a2a::Role::User, vec![a2a::Part::text(format!("{i}"))]))
@@ -542,11 +523,7 @@ mod tests {
 
     #[test]
     fn repeated_ids_in_one_write_conflict_like_the_embedded_store() {
-        let base = StoredTask {
-            record: record("t", &["a"]),
-            version: 1,
-            counters: TaskCounters::default(),
-        };
+        let base = stored(record("t", &["a"]), 1);
         let mut twice = TaskUpdate::new(base.clone());
         twice.message_ids = vec!["m".into(), "m".into()];
         let err = plan("tasks", &[Change::Update(Box::new(twice))], &HashMap::new()).unwrap_err();

@@ -92,6 +92,13 @@ impl<'a> Builder<'a> {
         self.plan.guards.push(guard);
     }
 
+    /// Pushes an item of the task's logs (conditioned only as a safeguard): if it fails,
+    /// the task moved on, or (`creating`) already existed.
+    pub fn push_log(&mut self, item: TransactWriteItem, creating: bool) {
+        let task_id = self.task_id.to_owned();
+        self.push(item, Guard::Log { task_id, creating });
+    }
+
     pub fn task_item(
         &mut self,
         item: Item,
@@ -150,13 +157,7 @@ impl<'a> Builder<'a> {
             let seq = first_seq + i as u64;
             for item in items::chunk_items(&self.pk, |c| keys::event_sk(seq, c), json, None) {
                 let item = put(self.table, item, Some(&Condition::not_exists()))?;
-                self.push(
-                    item,
-                    Guard::Log {
-                        task_id: self.task_id.to_owned(),
-                        creating,
-                    },
-                );
+                self.push_log(item, creating);
             }
             seqs.push(seq);
         }
@@ -183,13 +184,7 @@ impl<'a> Builder<'a> {
             let number = first + i as u64;
             for item in items::chunk_items(&self.pk, |c| sk(number, c), json, None) {
                 let item = put(self.table, item, Some(&Condition::not_exists()))?;
-                self.push(
-                    item,
-                    Guard::Log {
-                        task_id: self.task_id.to_owned(),
-                        creating,
-                    },
-                );
+                self.push_log(item, creating);
             }
         }
         Ok(())
@@ -226,13 +221,7 @@ impl<'a> Builder<'a> {
                 Some(version),
             ) {
                 let item = put(self.table, item, None)?;
-                self.push(
-                    item,
-                    Guard::Log {
-                        task_id: self.task_id.to_owned(),
-                        creating: false,
-                    },
-                );
+                self.push_log(item, false);
             }
         }
         Ok(())
@@ -260,13 +249,7 @@ impl<'a> Builder<'a> {
             let mut item = key(&self.pk, sk);
             item.insert(attr::DOC.into(), s(json));
             let item = put(self.table, item, None)?;
-            self.push(
-                item,
-                Guard::Log {
-                    task_id: self.task_id.to_owned(),
-                    creating,
-                },
-            );
+            self.push_log(item, creating);
         }
         Ok(())
     }

@@ -17,7 +17,9 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
-use task_store::limits::{MAX_PUSH_CONFIGS_PER_PARTICIPANT, MAX_PUSH_CONFIGS_PER_TASK};
+use task_store::limits::{
+    MAX_PUSH_CONFIGS_PER_PARTICIPANT, MAX_PUSH_CONFIGS_PER_TASK, push_config_id,
+};
 use task_store::{
     Conflict, DeleteScope, PushConfig, PushConfigStore, StoreError, StoreResult, StoredPushConfig,
 };
@@ -120,9 +122,7 @@ impl DynamoDbStore {
         id: &str,
     ) -> StoreResult<Result<(), Conflict>> {
         let task_id = config.task_id.as_str();
-        let mut item = key(keys::task_pk(task_id), keys::push_sk(id));
-        item.insert(attr::DOC.into(), s(items::json(config)?));
-        item.insert(attr::OWNER.into(), s(owner));
+        let item = owned_item(owner, config, id)?;
         let writes = vec![
             self.task_exists(task_id)?,
             txn::put(&self.table, item, Some(&Condition::not_exists()))?,
@@ -162,9 +162,7 @@ impl DynamoDbStore {
         id: &str,
     ) -> StoreResult<Result<(), Conflict>> {
         let task_id = config.task_id.as_str();
-        let mut item = key(keys::task_pk(task_id), keys::push_sk(id));
-        item.insert(attr::DOC.into(), s(items::json(config)?));
-        item.insert(attr::OWNER.into(), s(owner));
+        let item = owned_item(owner, config, id)?;
         let owned = Condition::new("#owner = :owner")
             .name("#owner", attr::OWNER)
             .value(":owner", s(owner));
@@ -228,6 +226,14 @@ impl DynamoDbStore {
     }
 }
 
+/// The item of `config`, stored under `id` as `owner`'s.
+fn owned_item(owner: &str, config: &PushConfig, id: &str) -> StoreResult<Item> {
+    let mut item = key(keys::task_pk(&config.task_id), keys::push_sk(id));
+    item.insert(attr::DOC.into(), s(items::json(config)?));
+    item.insert(attr::OWNER.into(), s(owner));
+    Ok(item)
+}
+
 /// The port's error for a conflict that ran out of rounds.
 fn kept_changing(task_id: &str, config_id: &str) -> StoreError {
     DynamoDbError::Cancelled {
@@ -240,10 +246,7 @@ fn kept_changing(task_id: &str, config_id: &str) -> StoreError {
 #[async_trait]
 impl PushConfigStore for DynamoDbStore {
     async fn put_push_config(&self, owner: &str, config: PushConfig) -> StoreResult<PushConfig> {
-        let id = config
-            .id
-            .clone()
-            .ok_or_else(|| StoreError::Invalid("a push config needs an id".to_owned()))?;
+        let id = push_config_id(&config)?;
         let task_id = config.task_id.as_str();
         for _ in 0..ROUNDS {
             match self.create_push_config(owner, &config, &id).await? {

@@ -8,30 +8,12 @@ mod common;
 
 use std::collections::HashMap;
 
-use a2a::{StreamResponse, Task, TaskState};
+use a2a::TaskState;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::Duration;
 use store_dynamodb::{Capacity, DynamoDbStore};
-use task_core::extension::Role;
-use task_store::contract::{at, record, status_event, user_message};
+use task_store::contract::{TEAM, at, record, snapshot, status_event, user_message};
 use task_store::*;
-
-const TEAM: &[(&str, Role)] = &[
-    ("alice", Role::Reporter),
-    ("ops", Role::Admin),
-    ("agent", Role::Assignee),
-];
-
-fn snapshot(record: &TaskRecord) -> StreamResponse {
-    StreamResponse::Task(Task {
-        id: record.id.clone(),
-        context_id: record.context_id.clone(),
-        status: record.status.clone(),
-        artifacts: None,
-        history: None,
-        metadata: None,
-    })
-}
 
 /// A creation as the service makes it: the task, its first event (the snapshot), the
 /// creating message in the history, its message id, one index entry per participant.

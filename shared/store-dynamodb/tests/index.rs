@@ -132,6 +132,25 @@ fn all(size: usize) -> ListQuery {
     }
 }
 
+/// A page of `size` of the tasks in `state`.
+fn in_state(state: TaskState, size: usize) -> ListQuery {
+    ListQuery {
+        state: Some(state),
+        ..all(size)
+    }
+}
+
+/// Commits `base` with its record replaced by `record`, and nothing else.
+async fn rewrite(
+    store: &DynamoDbStore,
+    base: StoredTask,
+    record: TaskRecord,
+) -> StoreResult<Vec<Committed>> {
+    let mut u = TaskUpdate::new(base);
+    u.record = Some(record);
+    commit(store, u).await
+}
+
 async fn list(store: &DynamoDbStore, who: &str, query: &ListQuery) -> (Vec<String>, String, usize) {
     let page = store.list(who, query).await.expect("list");
     (
@@ -213,10 +232,7 @@ async fn entries_of_tasks_the_caller_is_not_on_are_not_listed_and_heal() {
         list(&store, "alice", &all(50)).await,
         (alice.map(String::from).to_vec(), String::new(), 6)
     );
-    let filtered = ListQuery {
-        state: Some(TaskState::Working),
-        ..all(4)
-    };
+    let filtered = in_state(TaskState::Working, 4);
     for item in &stray {
         put(&store, item.clone()).await;
     }
@@ -241,16 +257,13 @@ async fn a_participant_whose_index_delete_failed_does_not_see_the_task() {
 
     let mut without_bob = shared.record.clone();
     without_bob.extension.participants.retain(|p| p.id != "bob");
-    let mut u = TaskUpdate::new(shared);
-    u.record = Some(without_bob);
-    commit(&store, u).await.expect("bob leaves t-1");
+    rewrite(&store, shared, without_bob)
+        .await
+        .expect("bob leaves t-1");
     // The delete of bob's entry "failed": the entry is still there.
     put(&store, left_behind).await;
 
-    let working = ListQuery {
-        state: Some(TaskState::Working),
-        ..all(10)
-    };
+    let working = in_state(TaskState::Working, 10);
     assert_eq!(
         list(&store, "bob", &working).await,
         (vec!["t-2".to_owned()], String::new(), 1)
@@ -271,16 +284,11 @@ async fn an_entry_whose_values_lag_lists_the_task_by_its_current_values() {
     let mut done = first.record.clone();
     done.status.state = TaskState::Completed;
     done.status.timestamp = Some(at(10));
-    let mut u = TaskUpdate::new(first);
-    u.record = Some(done);
-    commit(&store, u).await.expect("complete");
+    rewrite(&store, first, done).await.expect("complete");
     // The move of alice's entry "failed": it still says working, at the old time.
     put(&store, lagging).await;
 
-    let working = ListQuery {
-        state: Some(TaskState::Working),
-        ..all(10)
-    };
+    let working = in_state(TaskState::Working, 10);
     assert_eq!(
         list(&store, "alice", &working).await,
         (vec![], String::new(), 0)
@@ -291,10 +299,7 @@ async fn an_entry_whose_values_lag_lists_the_task_by_its_current_values() {
         healed["GSI1SK"],
         s(keys::index_sk(&keys::time(at(10)).unwrap(), "t-1"))
     );
-    let completed = ListQuery {
-        state: Some(TaskState::Completed),
-        ..all(10)
-    };
+    let completed = in_state(TaskState::Completed, 10);
     assert_eq!(
         list(&store, "alice", &completed).await,
         (vec!["t-1".to_owned()], String::new(), 1)
@@ -326,9 +331,7 @@ async fn an_entry_written_ahead_by_a_commit_in_flight_is_not_listed_and_kept() {
         ParticipantKind::Human,
         Role::Watcher,
     ));
-    let mut u = TaskUpdate::new(task);
-    u.record = Some(with_bob);
-    commit(&store, u).await.expect("bob joins");
+    rewrite(&store, task, with_bob).await.expect("bob joins");
     assert_eq!(list(&store, "bob", &all(10)).await.0, ["t-1"]);
 }
 
@@ -432,9 +435,7 @@ async fn a_commit_whose_index_writes_fail_is_not_applied() {
             Role::Watcher,
         ));
     }
-    let mut u = TaskUpdate::new(task.clone());
-    u.record = Some(joined);
-    let updated = commit(&store, u).await;
+    let updated = rewrite(&store, task.clone(), joined).await;
     let now = store.get("t-1").await.expect("get").expect("exists");
     assert!(updated.is_err(), "{updated:?}");
     assert_eq!(now, task, "nothing of the failed commit was applied");

@@ -5,26 +5,13 @@
 
 mod common;
 
-use a2a::TaskState;
 use aws_sdk_dynamodb::types::AttributeValue;
-use task_core::extension::Role;
-use task_store::contract::{self, at, record};
-use task_store::*;
+use task_store::contract;
 
 #[tokio::test]
 async fn configs_without_owner_are_nobodys() {
     let (store, _guard) = common::fresh_table().await;
-    let rec = record(
-        "t-1",
-        "ctx",
-        &[("alice", Role::Admin)],
-        TaskState::Working,
-        at(0),
-    );
-    store
-        .commit(vec![Change::Create(Box::new(NewTask::new(rec)))])
-        .await
-        .expect("create");
+    contract::create_task_of_config_without_owner(&store).await;
     // The item as this adapter wrote configs before they had owners.
     store
         .client()

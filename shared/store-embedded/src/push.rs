@@ -13,7 +13,7 @@ use std::sync::{Arc, PoisonError};
 use async_trait::async_trait;
 use redb::Database;
 use serde::{Deserialize, Serialize};
-use task_store::limits::{MAX_PUSH_CONFIGS_PER_PARTICIPANT, MAX_PUSH_CONFIGS_PER_TASK};
+use task_store::limits::{check_push_config_caps, push_config_id};
 use task_store::{
     Conflict, DeleteScope, PushConfig, PushConfigStore, StoreError, StoreResult, StoredPushConfig,
 };
@@ -102,30 +102,13 @@ fn check_put(tables: &Tables, put: &Put) -> StoreResult<()> {
             }
         }
     }
-    let over = |per_participant, max| {
-        Err(Conflict::TooManyPushConfigs {
-            task_id: task.to_owned(),
-            per_participant,
-            max,
-        }
-        .into())
-    };
-    if mine >= MAX_PUSH_CONFIGS_PER_PARTICIPANT {
-        return over(true, MAX_PUSH_CONFIGS_PER_PARTICIPANT);
-    }
-    if all >= MAX_PUSH_CONFIGS_PER_TASK {
-        return over(false, MAX_PUSH_CONFIGS_PER_TASK);
-    }
-    Ok(())
+    Ok(check_push_config_caps(task, mine, all)?)
 }
 
 #[async_trait]
 impl PushConfigStore for EmbeddedStore {
     async fn put_push_config(&self, owner: &str, config: PushConfig) -> StoreResult<PushConfig> {
-        let id = config
-            .id
-            .clone()
-            .ok_or_else(|| StoreError::Invalid("a push config needs an id".to_owned()))?;
+        let id = push_config_id(&config)?;
         let doc = json(&Doc {
             owner,
             config: &config,

@@ -11,6 +11,27 @@ use crate::items::{
 use crate::logged::{self, Disk, Journal, Logged, Sink};
 use crate::memtable::MemTable;
 
+/// `&mut` each table of `$tables` (a [`Tables`] or a [`FileTables`]), in the order of their
+/// tags: the one statement of that order both kinds' lists share.
+macro_rules! in_tag_order {
+    ($tables:expr) => {
+        [
+            &mut $tables.tasks,
+            &mut $tables.meta,
+            &mut $tables.events,
+            &mut $tables.history,
+            &mut $tables.transcript,
+            &mut $tables.artifacts,
+            &mut $tables.message_ids,
+            &mut $tables.inbox,
+            &mut $tables.audit,
+            &mut $tables.push,
+            &mut $tables.leases,
+            &mut $tables.index,
+        ]
+    };
+}
+
 /// Every table as the writer's jobs see them: the layers, then the file ([`Logged`]), all
 /// writes going into the active layer and the write-ahead log.
 pub(crate) struct Tables<'a> {
@@ -70,20 +91,7 @@ impl<'a> Tables<'a> {
 
     /// The tables in the order of their tags.
     fn journals(&mut self) -> [&mut dyn Journal; TABLES] {
-        [
-            &mut self.tasks,
-            &mut self.meta,
-            &mut self.events,
-            &mut self.history,
-            &mut self.transcript,
-            &mut self.artifacts,
-            &mut self.message_ids,
-            &mut self.inbox,
-            &mut self.audit,
-            &mut self.push,
-            &mut self.leases,
-            &mut self.index,
-        ]
+        in_tag_order!(self)
     }
 
     /// Every write made through the tables since they were opened (or since the last call),
@@ -175,20 +183,7 @@ impl<'t> FileTables<'t> {
 
     /// The tables in the order of their tags.
     fn sinks(&mut self) -> [&mut dyn Sink; TABLES] {
-        [
-            &mut self.tasks,
-            &mut self.meta,
-            &mut self.events,
-            &mut self.history,
-            &mut self.transcript,
-            &mut self.artifacts,
-            &mut self.message_ids,
-            &mut self.inbox,
-            &mut self.audit,
-            &mut self.push,
-            &mut self.leases,
-            &mut self.index,
-        ]
+        in_tag_order!(self)
     }
 
     /// Repeats the writes of a payload [`Tables::take_writes`] gave.

@@ -3,12 +3,10 @@
 //! configs without owner (or an admin's) removes them, and the caps do not count them.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // a failed fixture is a failed test
 
-use a2a::TaskState;
 use redb::{Database, TableDefinition};
 use store_embedded::EmbeddedStore;
-use task_core::extension::Role;
-use task_store::contract::{self, at, record};
-use task_store::{Change, NewTask, PushConfigStore, TaskStore};
+use task_store::PushConfigStore;
+use task_store::contract;
 
 const PUSH: TableDefinition<(&str, &str), &str> = TableDefinition::new("push_configs");
 
@@ -28,17 +26,7 @@ async fn configs_without_owner_are_nobodys() {
         txn.commit().expect("commit");
     }
     let store = EmbeddedStore::open(&path).expect("open");
-    let rec = record(
-        "t-1",
-        "ctx",
-        &[("alice", Role::Admin)],
-        TaskState::Working,
-        at(0),
-    );
-    store
-        .commit(vec![Change::Create(Box::new(NewTask::new(rec)))])
-        .await
-        .expect("create");
+    contract::create_task_of_config_without_owner(&store).await;
     assert!(store.may_have_push_configs("t-1"));
 
     contract::a_config_without_owner_is_nobodys(&store).await;

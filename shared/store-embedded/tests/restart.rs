@@ -2,12 +2,13 @@
 //! dies without any shutdown right after its writes returned.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // a failed fixture is a failed test
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, ExitStatus};
 
 use chrono::Duration;
 use store_embedded::EmbeddedStore;
 use task_core::extension::Role;
-use task_store::contract::{at, record, status_event, user_message};
+use task_store::contract::{at, record, status_event, user_message, version_of};
 use task_store::{
     AuditEntry, Change, DeleteScope, InboxItem, InboxKey, InboxStore, LeaseStore, NewTask,
     PushConfigStore, TaskStore, TaskUpdate,
@@ -15,6 +16,16 @@ use task_store::{
 
 const DB_ENV: &str = "EMBEDDED_RESTART_TEST_DB";
 const TEAM: &[(&str, Role)] = &[("alice", Role::Reporter), ("agent", Role::Assignee)];
+
+/// Runs the ignored test `writer` of this binary in a child process, on the store file
+/// `path` (passed in `env`), and returns how the child ended.
+fn run_in_child(writer: &str, env: &str, path: &Path, what: &str) -> ExitStatus {
+    Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", writer, "--ignored", "--nocapture"])
+        .env(env, path)
+        .status()
+        .expect(what)
+}
 
 /// Run by `survives_a_crash_after_its_writes` in a child process: writes, then aborts.
 #[tokio::test]
@@ -98,11 +109,7 @@ async fn writer_then_crash() {
 async fn survives_a_crash_after_its_writes() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let path = dir.path().join("tasks.redb");
-    let status = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "writer_then_crash", "--ignored", "--nocapture"])
-        .env(DB_ENV, &path)
-        .status()
-        .expect("run the writer");
+    let status = run_in_child("writer_then_crash", DB_ENV, &path, "run the writer");
     assert!(
         !status.success(),
         "the writer must have died by abort, not exited cleanly"
@@ -216,16 +223,12 @@ async fn concurrent_writers_then_crash() {
 async fn concurrent_writes_survive_a_crash() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let path = dir.path().join("tasks.redb");
-    let status = Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "concurrent_writers_then_crash",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(GROUP_DB_ENV, &path)
-        .status()
-        .expect("run the writers");
+    let status = run_in_child(
+        "concurrent_writers_then_crash",
+        GROUP_DB_ENV,
+        &path,
+        "run the writers",
+    );
     assert!(
         !status.success(),
         "the writers must have died by abort (a failed assertion exits with 101)"
@@ -325,16 +328,12 @@ async fn writer_across_a_checkpoint_then_crash() {
 async fn writes_on_both_sides_of_a_checkpoint_survive_a_crash() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let path = dir.path().join("tasks.redb");
-    let status = Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "writer_across_a_checkpoint_then_crash",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(CHECKPOINT_DB_ENV, &path)
-        .status()
-        .expect("run the writer");
+    let status = run_in_child(
+        "writer_across_a_checkpoint_then_crash",
+        CHECKPOINT_DB_ENV,
+        &path,
+        "run the writer",
+    );
     assert_eq!(
         status.code(),
         None,
@@ -363,13 +362,5 @@ async fn writes_on_both_sides_of_a_checkpoint_survive_a_crash() {
     drop(store);
     assert_eq!(groups_in_log(&path), 0);
     let store = EmbeddedStore::open(&path).expect("reopen");
-    assert_eq!(
-        store
-            .get("t-1")
-            .await
-            .expect("get")
-            .expect("exists")
-            .version,
-        5 + LATER_BUMPS as u64
-    );
+    assert_eq!(version_of(&store, "t-1").await, 5 + LATER_BUMPS as u64);
 }

@@ -2,7 +2,7 @@
 //! and the caps of `task_store::limits` and writes under the same lock.
 
 use async_trait::async_trait;
-use task_store::limits::{MAX_PUSH_CONFIGS_PER_PARTICIPANT, MAX_PUSH_CONFIGS_PER_TASK};
+use task_store::limits::{check_push_config_caps, push_config_id};
 use task_store::{
     Conflict, DeleteScope, PushConfig, PushConfigStore, StoreError, StoreResult, StoredPushConfig,
 };
@@ -16,10 +16,7 @@ fn target<'a>(
     items: &'a mut Items,
     config: &PushConfig,
 ) -> StoreResult<(&'a mut TaskItems, String)> {
-    let id = config
-        .id
-        .clone()
-        .ok_or_else(|| StoreError::Invalid("a push config needs an id".to_owned()))?;
+    let id = push_config_id(config)?;
     let task_id = config.task_id.as_str();
     let task = items
         .tasks
@@ -45,22 +42,7 @@ fn check_put(task: &TaskItems, task_id: &str, owner: &str, config_id: &str) -> S
         .filter_map(|c| c.owner.as_deref())
         .collect();
     let mine = owners.iter().filter(|o| **o == owner).count();
-    let cap = if mine >= MAX_PUSH_CONFIGS_PER_PARTICIPANT {
-        Some((true, MAX_PUSH_CONFIGS_PER_PARTICIPANT))
-    } else if owners.len() >= MAX_PUSH_CONFIGS_PER_TASK {
-        Some((false, MAX_PUSH_CONFIGS_PER_TASK))
-    } else {
-        None
-    };
-    match cap {
-        None => Ok(()),
-        Some((per_participant, max)) => Err(Conflict::TooManyPushConfigs {
-            task_id: task_id.to_owned(),
-            per_participant,
-            max,
-        }
-        .into()),
-    }
+    Ok(check_push_config_caps(task_id, mine, owners.len())?)
 }
 
 #[async_trait]

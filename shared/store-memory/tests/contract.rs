@@ -16,23 +16,11 @@ task_store::contract_suite!(fresh_store());
 /// one there): nobody's.
 #[tokio::test]
 async fn configs_without_owner_are_nobodys() {
-    use a2a::TaskState;
-    use task_core::extension::Role;
-    use task_store::contract::{self, at, record};
-    use task_store::{Change, NewTask, PushConfigStore, TaskStore};
+    use task_store::PushConfigStore;
+    use task_store::contract;
 
     let store = MemoryStore::new();
-    let rec = record(
-        "t-1",
-        "ctx",
-        &[("alice", Role::Admin)],
-        TaskState::Working,
-        at(0),
-    );
-    store
-        .commit(vec![Change::Create(Box::new(NewTask::new(rec)))])
-        .await
-        .expect("create");
+    contract::create_task_of_config_without_owner(&store).await;
     store
         .put_ownerless_push_config(contract::config_without_owner())
         .expect("put");

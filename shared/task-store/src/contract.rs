@@ -22,7 +22,10 @@ mod tasks;
 
 pub use concurrency::*;
 pub use conditions::*;
-pub use fixtures::{at, record, status_event, user_message};
+pub use fixtures::{
+    FreshStore, TEAM, at, create_task_of_config_without_owner, record, snapshot, status_event,
+    user_message, version_of,
+};
 pub use inbox::*;
 pub use leases::*;
 pub use list::*;
@@ -32,7 +35,7 @@ pub use sizes::*;
 pub use tasks::*;
 
 /// Runs every contract test against stores made by `$make` (an async expression giving an
-/// `Arc<dyn Store>`), one `#[tokio::test]` each.
+/// `Arc<dyn Store>`, or one with a guard: see [`FreshStore`]), one `#[tokio::test]` each.
 #[macro_export]
 macro_rules! contract_suite {
     ($make:expr) => {
@@ -51,7 +54,7 @@ macro_rules! contract_suite {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $name() {
-                let store = $make.await;
+                let (store, _guard) = $crate::contract::FreshStore::split($make.await);
                 $crate::contract::$name(store).await;
             }
         )*

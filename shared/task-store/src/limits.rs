@@ -12,8 +12,8 @@ use std::collections::HashSet;
 use a2a::{Artifact, Message, Part, StreamResponse};
 use serde::Serialize;
 
-use crate::error::{StoreError, StoreResult};
-use crate::model::{AuditEntry, Change, TaskRecord};
+use crate::error::{Conflict, StoreError, StoreResult};
+use crate::model::{AuditEntry, Change, PushConfig, TaskRecord};
 
 /// The largest piece of a document one item holds.
 pub const CHUNK_BYTES: usize = 256 * 1024;
@@ -29,6 +29,32 @@ pub const MAX_PUSH_CONFIGS_PER_PARTICIPANT: usize = 10;
 /// The most push configs one task may have, all its participants' together (configs without
 /// owner, from before configs had owners, are not counted).
 pub const MAX_PUSH_CONFIGS_PER_TASK: usize = 50;
+
+/// The id a push config is stored under: a config without one is `Invalid`.
+pub fn push_config_id(config: &PushConfig) -> StoreResult<String> {
+    config
+        .id
+        .clone()
+        .ok_or_else(|| StoreError::Invalid("a push config needs an id".to_owned()))
+}
+
+/// Whether one more config may be stored on `task_id` by a participant who owns `mine` of
+/// the task's `all` configs with an owner: `TooManyPushConfigs` naming the cap it would
+/// pass, the participant's first. (DynamoDB checks the same caps with counters.)
+pub fn check_push_config_caps(task_id: &str, mine: usize, all: usize) -> Result<(), Conflict> {
+    let over = |per_participant, max| Conflict::TooManyPushConfigs {
+        task_id: task_id.to_owned(),
+        per_participant,
+        max,
+    };
+    if mine >= MAX_PUSH_CONFIGS_PER_PARTICIPANT {
+        return Err(over(true, MAX_PUSH_CONFIGS_PER_PARTICIPANT));
+    }
+    if all >= MAX_PUSH_CONFIGS_PER_TASK {
+        return Err(over(false, MAX_PUSH_CONFIGS_PER_TASK));
+    }
+    Ok(())
+}
 
 fn human(bytes: usize) -> String {
     if bytes >= 1024 * 1024 {
@@ -301,6 +327,27 @@ mod tests {
             vec![Part::text("x".repeat(MAX_DOCUMENT_BYTES - 200))],
         );
         assert!(encode_message(&fits).is_ok());
+    }
+
+    #[test]
+    fn push_configs_have_a_cap_per_participant_then_per_task() {
+        let over = |per_participant, max| {
+            Err(Conflict::TooManyPushConfigs {
+                task_id: "t".into(),
+                per_participant,
+                max,
+            })
+        };
+        let (mine, all) = (MAX_PUSH_CONFIGS_PER_PARTICIPANT, MAX_PUSH_CONFIGS_PER_TASK);
+        assert_eq!(check_push_config_caps("t", mine - 1, all - 1), Ok(()));
+        assert_eq!(
+            check_push_config_caps("t", mine, all),
+            over(true, MAX_PUSH_CONFIGS_PER_PARTICIPANT)
+        );
+        assert_eq!(
+            check_push_config_caps("t", 0, all),
+            over(false, MAX_PUSH_CONFIGS_PER_TASK)
+        );
     }
 
     #[test]

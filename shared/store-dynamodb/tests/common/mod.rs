@@ -1,15 +1,12 @@
 //! Test support: the table definition read from `infra/template.yaml`, a fresh table per
-//! test on the endpoint from the environment, dropped when the test's store is.
+//! test on the endpoint from the environment, dropped when the test ends.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 
-use a2a::{Artifact, Message};
-use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use chrono::{DateTime, Duration as Ttl, Utc};
 use store_dynamodb::DynamoDbStore;
-use task_store::*;
+use task_store::Store;
 
 pub use store_dynamodb::table::TableDefinition;
 
@@ -115,109 +112,9 @@ pub async fn fresh_table() -> (DynamoDbStore, TableGuard) {
     )
 }
 
-/// The store the contract suite gets: the adapter on its own table, deleted at the end.
-pub async fn fresh_store() -> Arc<dyn Store> {
+/// The store the contract suite gets: the adapter on its own table, deleted when the test
+/// ends (the guard is kept that long).
+pub async fn fresh_store() -> (Arc<dyn Store>, TableGuard) {
     let (store, guard) = fresh_table().await;
-    Arc::new(Tested {
-        store,
-        _guard: guard,
-    })
-}
-
-/// The adapter plus the table's guard; every call goes to the adapter.
-pub struct Tested {
-    pub store: DynamoDbStore,
-    _guard: TableGuard,
-}
-
-#[async_trait]
-impl TaskStore for Tested {
-    async fn commit(&self, changes: Vec<Change>) -> StoreResult<Vec<Committed>> {
-        self.store.commit(changes).await
-    }
-    async fn get(&self, task_id: &str) -> StoreResult<Option<StoredTask>> {
-        self.store.get(task_id).await
-    }
-    async fn events(
-        &self,
-        task_id: &str,
-        from_seq: u64,
-        limit: usize,
-    ) -> StoreResult<Vec<StoredEvent>> {
-        self.store.events(task_id, from_seq, limit).await
-    }
-    async fn history(&self, task_id: &str, last: Option<usize>) -> StoreResult<Vec<Message>> {
-        self.store.history(task_id, last).await
-    }
-    async fn artifacts(&self, task_id: &str) -> StoreResult<Vec<Artifact>> {
-        self.store.artifacts(task_id).await
-    }
-    async fn transcript(&self, task_id: &str, from: u64) -> StoreResult<Vec<serde_json::Value>> {
-        self.store.transcript(task_id, from).await
-    }
-    async fn audit(&self, task_id: &str) -> StoreResult<Vec<AuditEntry>> {
-        self.store.audit(task_id).await
-    }
-    async fn list(&self, participant_id: &str, query: &ListQuery) -> StoreResult<TaskPage> {
-        self.store.list(participant_id, query).await
-    }
-}
-
-#[async_trait]
-impl InboxStore for Tested {
-    async fn enqueue(&self, task_id: &str, item: InboxItem) -> StoreResult<()> {
-        self.store.enqueue(task_id, item).await
-    }
-    async fn inbox(&self, task_id: &str) -> StoreResult<Vec<InboxItem>> {
-        self.store.inbox(task_id).await
-    }
-}
-
-#[async_trait]
-impl LeaseStore for Tested {
-    async fn acquire(
-        &self,
-        task_id: &str,
-        owner: &str,
-        now: DateTime<Utc>,
-        ttl: Ttl,
-    ) -> StoreResult<Lease> {
-        self.store.acquire(task_id, owner, now, ttl).await
-    }
-    async fn renew(&self, lease: &Lease, now: DateTime<Utc>, ttl: Ttl) -> StoreResult<Lease> {
-        self.store.renew(lease, now, ttl).await
-    }
-    async fn release(&self, lease: &Lease) -> StoreResult<()> {
-        self.store.release(lease).await
-    }
-    async fn expired_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<Vec<String>> {
-        self.store.expired_leases(now, limit).await
-    }
-}
-
-#[async_trait]
-impl PushConfigStore for Tested {
-    async fn put_push_config(&self, owner: &str, config: PushConfig) -> StoreResult<PushConfig> {
-        self.store.put_push_config(owner, config).await
-    }
-    async fn get_push_config(
-        &self,
-        task_id: &str,
-        config_id: &str,
-    ) -> StoreResult<Option<StoredPushConfig>> {
-        self.store.get_push_config(task_id, config_id).await
-    }
-    async fn list_push_configs(&self, task_id: &str) -> StoreResult<Vec<StoredPushConfig>> {
-        self.store.list_push_configs(task_id).await
-    }
-    async fn delete_push_config(
-        &self,
-        task_id: &str,
-        config_id: &str,
-        scope: DeleteScope<'_>,
-    ) -> StoreResult<bool> {
-        self.store
-            .delete_push_config(task_id, config_id, scope)
-            .await
-    }
+    (Arc::new(store), guard)
 }

@@ -9,7 +9,7 @@ use chrono::Duration;
 use task_core::extension::Role;
 
 use super::fixtures::{
-    at, commit_one, conflict, create, race, record, seqs, status_event, task_in,
+    at, commit_one, conflict, create, race, record, seqs, status_event, task_in, version_of,
 };
 use crate::error::{Conflict, StoreError};
 use crate::model::*;
@@ -104,15 +104,7 @@ pub async fn one_winner_per_conflicting_pair(store: Arc<dyn Store>) {
         assert_eq!(conflict(loss), Conflict::TaskChanged("t-1".into()));
     }
     assert_eq!(seqs(&*store, "t-1").await, vec![0, 1]);
-    assert_eq!(
-        store
-            .get("t-1")
-            .await
-            .expect("get")
-            .expect("exists")
-            .version,
-        2
-    );
+    assert_eq!(version_of(&*store, "t-1").await, 2);
 }
 
 /// 50 concurrent role changes by the admin, all from one read: one lands.

@@ -1,5 +1,8 @@
 //! The suite's shared fixtures: fixed instants, task records, events and messages, and the
-//! small helpers the tests share (create a task, commit one update, expect a conflict).
+//! small helpers the tests share (create a task, commit one update, expect a conflict), and
+//! [`FreshStore`], what an adapter's `contract_suite!` gets from its store maker.
+
+use std::sync::Arc;
 
 use a2a::{
     Artifact, Message, Part, Role as MessageRole, StreamResponse, Task, TaskState, TaskStatus,
@@ -45,7 +48,8 @@ pub fn record(
     }
 }
 
-pub(super) fn snapshot(record: &TaskRecord) -> StreamResponse {
+/// The task as its first event (the snapshot a creation logs).
+pub fn snapshot(record: &TaskRecord) -> StreamResponse {
     StreamResponse::Task(Task {
         id: record.id.clone(),
         context_id: record.context_id.clone(),
@@ -77,7 +81,8 @@ pub fn user_message(id: &str, text: &str) -> Message {
     m
 }
 
-pub(super) const TEAM: &[(&str, Role)] = &[
+/// A reporter, an admin and the assignee agent.
+pub const TEAM: &[(&str, Role)] = &[
     ("alice", Role::Reporter),
     ("ops", Role::Admin),
     ("agent", Role::Assignee),
@@ -99,9 +104,32 @@ pub(super) async fn create_new(store: &dyn Store, new: NewTask) -> StoredTask {
     store.get(&id).await.expect("get").expect("exists")
 }
 
+/// Creates task `t-1`, where alice is an admin: the task of
+/// [`config_without_owner`](super::config_without_owner), which an adapter's test stores
+/// the old way before calling
+/// [`a_config_without_owner_is_nobodys`](super::a_config_without_owner_is_nobodys).
+pub async fn create_task_of_config_without_owner(store: &dyn Store) {
+    let rec = record(
+        "t-1",
+        "ctx",
+        &[("alice", Role::Admin)],
+        TaskState::Working,
+        at(0),
+    );
+    store
+        .commit(vec![Change::Create(Box::new(NewTask::new(rec)))])
+        .await
+        .expect("create");
+}
+
 /// Task `id` of the [`TEAM`], in `state` since `at(0)`, created.
 pub(super) async fn task_in(store: &dyn Store, id: &str, state: TaskState) -> StoredTask {
     create(store, record(id, "ctx", TEAM, state, at(0))).await
+}
+
+/// The version of task `id`, which must exist.
+pub async fn version_of(store: &dyn Store, id: &str) -> u64 {
+    store.get(id).await.expect("get").expect("exists").version
 }
 
 pub(super) fn update(base: &StoredTask) -> TaskUpdate {
@@ -166,4 +194,25 @@ where
         .into_iter()
         .map(|r| r.expect("task"))
         .partition(Result::is_ok)
+}
+
+/// What a suite's `$make` gives: the store, or the store and a guard kept until the test
+/// ends (a table dropped with it), so an adapter's tests need no wrapper around the store.
+pub trait FreshStore {
+    type Guard;
+    fn split(self) -> (Arc<dyn Store>, Self::Guard);
+}
+
+impl FreshStore for Arc<dyn Store> {
+    type Guard = ();
+    fn split(self) -> (Arc<dyn Store>, ()) {
+        (self, ())
+    }
+}
+
+impl<G> FreshStore for (Arc<dyn Store>, G) {
+    type Guard = G;
+    fn split(self) -> (Arc<dyn Store>, G) {
+        self
+    }
 }

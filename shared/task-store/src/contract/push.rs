@@ -48,6 +48,14 @@ fn too_many(task: &str, per_participant: bool) -> Conflict {
     }
 }
 
+/// Deletes config `id` of `task` within `scope`: whether there was one to delete.
+async fn deleted(store: &dyn Store, task: &str, id: &str, scope: DeleteScope<'_>) -> bool {
+    store
+        .delete_push_config(task, id, scope)
+        .await
+        .expect("delete")
+}
+
 async fn working_task(store: &dyn Store, id: &str) {
     task_in(store, id, TaskState::Working).await;
 }
@@ -94,12 +102,7 @@ pub async fn push_configs(store: Arc<dyn Store>) {
             owned("alice", push("t-1", "c2", "https://b")),
         ]
     );
-    assert!(
-        store
-            .delete_push_config("t-1", "c1", DeleteScope::Owner("ops"))
-            .await
-            .expect("delete")
-    );
+    assert!(deleted(&*store, "t-1", "c1", DeleteScope::Owner("ops")).await);
     assert!(
         !store
             .delete_push_config("t-1", "c1", DeleteScope::Owner("ops"))
@@ -136,13 +139,7 @@ pub async fn push_configs_belong_to_their_owner(store: Arc<dyn Store>) {
     );
 
     for scope in [DeleteScope::Owner("bob"), DeleteScope::Ownerless] {
-        assert!(
-            !store
-                .delete_push_config("t-1", "c1", scope)
-                .await
-                .expect("delete"),
-            "{scope:?}"
-        );
+        assert!(!deleted(&*store, "t-1", "c1", scope).await, "{scope:?}");
     }
     assert_eq!(
         store.get_push_config("t-1", "c1").await.expect("get"),
@@ -205,22 +202,12 @@ pub async fn push_configs_are_capped(store: Arc<dyn Store>) {
         .await
         .expect("another task");
     // Deleting frees a slot, whoever deletes.
-    assert!(
-        store
-            .delete_push_config("t-1", "a00", DeleteScope::Owner("alice"))
-            .await
-            .expect("delete")
-    );
+    assert!(deleted(&*store, "t-1", "a00", DeleteScope::Owner("alice")).await);
     store
         .put_push_config("alice", push("t-1", "a-extra", "https://a"))
         .await
         .expect("a freed slot");
-    assert!(
-        store
-            .delete_push_config("t-1", "a01", DeleteScope::AnyOwner)
-            .await
-            .expect("delete")
-    );
+    assert!(deleted(&*store, "t-1", "a01", DeleteScope::AnyOwner).await);
     store
         .put_push_config("alice", push("t-1", "a-extra-2", "https://a"))
         .await
@@ -256,12 +243,7 @@ pub async fn push_configs_are_capped(store: Arc<dyn Store>) {
         .put_push_config("alice", push("t-1", "a02", "https://a-replaced"))
         .await
         .expect("a replacement at the task's cap");
-    assert!(
-        store
-            .delete_push_config("t-1", "a03", DeleteScope::Owner("alice"))
-            .await
-            .expect("delete")
-    );
+    assert!(deleted(&*store, "t-1", "a03", DeleteScope::Owner("alice")).await);
     store
         .put_push_config(newcomer, push("t-1", "one-too-many", "https://p"))
         .await
@@ -348,18 +330,8 @@ pub async fn a_config_without_owner_is_nobodys(store: &dyn Store) {
             .await
             .expect("under the cap");
     }
-    assert!(
-        !store
-            .delete_push_config("t-1", "old", DeleteScope::Owner("alice"))
-            .await
-            .expect("delete")
-    );
-    assert!(
-        store
-            .delete_push_config("t-1", "old", DeleteScope::Ownerless)
-            .await
-            .expect("delete")
-    );
+    assert!(!deleted(store, "t-1", "old", DeleteScope::Owner("alice")).await);
+    assert!(deleted(store, "t-1", "old", DeleteScope::Ownerless).await);
     assert_eq!(
         store.get_push_config("t-1", "old").await.expect("get"),
         None

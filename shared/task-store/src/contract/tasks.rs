@@ -67,36 +67,26 @@ pub async fn create_then_get(store: Arc<dyn Store>) {
     );
 }
 
+/// What `get_newer` says of `task` past `version`.
+async fn newer(store: &dyn Store, task: &str, version: u64) -> Newer {
+    store.get_newer(task, version).await.expect("get_newer")
+}
+
 /// `get_newer` says whether the task moved past a version, and gives it when it did.
 pub async fn get_newer_reads_only_a_changed_task(store: Arc<dyn Store>) {
-    assert_eq!(
-        store.get_newer("t-1", 1).await.expect("get_newer"),
-        Newer::Missing
-    );
+    assert_eq!(newer(&*store, "t-1", 1).await, Newer::Missing);
     let base = task_in(&*store, "t-1", TaskState::Working).await;
-    assert_eq!(
-        store
-            .get_newer("t-1", base.version)
-            .await
-            .expect("get_newer"),
-        Newer::Unchanged
-    );
+    assert_eq!(newer(&*store, "t-1", base.version).await, Newer::Unchanged);
     let mut u = update(&base);
     u.history = vec![user_message("m-1", "hi")];
     let applied = u.applied();
     commit_one(&*store, u).await.expect("update");
     assert_eq!(
-        store
-            .get_newer("t-1", base.version)
-            .await
-            .expect("get_newer"),
+        newer(&*store, "t-1", base.version).await,
         Newer::Changed(Box::new(applied.clone()))
     );
     assert_eq!(
-        store
-            .get_newer("t-1", applied.version)
-            .await
-            .expect("get_newer"),
+        newer(&*store, "t-1", applied.version).await,
         Newer::Unchanged
     );
 }
