@@ -143,6 +143,23 @@ impl Check {
         }
     }
 
+    /// A member read by `parse`; a member that is present but that `parse` refuses is a
+    /// violation saying what it `must` be.
+    fn read<'o, T>(
+        &mut self,
+        obj: &'o Map<String, Value>,
+        prefix: &str,
+        key: &str,
+        must: &str,
+        parse: impl FnOnce(&'o Value) -> Option<T>,
+    ) -> Option<T> {
+        let parsed = parse(member(obj, key)?);
+        if parsed.is_none() {
+            self.violation(path(prefix, key), must);
+        }
+        parsed
+    }
+
     /// An optional string; `""` counts as unset.
     fn string(&mut self, obj: &Map<String, Value>, prefix: &str, key: &str) -> Option<String> {
         match member(obj, key)? {
@@ -172,23 +189,7 @@ impl Check {
 
     /// An int32: a JSON integer (or integral float) or a decimal string.
     fn int(&mut self, obj: &Map<String, Value>, prefix: &str, key: &str) -> Option<i32> {
-        let value = member(obj, key)?;
-        let parsed = match value {
-            Value::Number(n) => n
-                .as_i64()
-                .or_else(|| {
-                    n.as_f64()
-                        .filter(|f| f.fract() == 0.0 && f.abs() < 1e10)
-                        .map(|f| f as i64)
-                })
-                .and_then(|n| i32::try_from(n).ok()),
-            Value::String(s) => s.trim().parse::<i32>().ok(),
-            _ => None,
-        };
-        if parsed.is_none() {
-            self.violation(path(prefix, key), "must be a 32-bit integer");
-        }
-        parsed
+        self.read(obj, prefix, key, "must be a 32-bit integer", as_int32)
     }
 
     fn non_negative_int(
@@ -207,15 +208,7 @@ impl Check {
 
     /// A bool: JSON `true`/`false`, or the strings `"true"`/`"false"` (query parameters).
     fn boolean(&mut self, obj: &Map<String, Value>, prefix: &str, key: &str) -> Option<bool> {
-        match member(obj, key)? {
-            Value::Bool(b) => Some(*b),
-            Value::String(s) if s.eq_ignore_ascii_case("true") => Some(true),
-            Value::String(s) if s.eq_ignore_ascii_case("false") => Some(false),
-            _ => {
-                self.violation(path(prefix, key), "must be true or false");
-                None
-            }
-        }
+        self.read(obj, prefix, key, "must be true or false", as_bool)
     }
 
     fn object<'o>(
@@ -224,13 +217,7 @@ impl Check {
         prefix: &str,
         key: &str,
     ) -> Option<&'o Map<String, Value>> {
-        match member(obj, key)? {
-            Value::Object(m) => Some(m),
-            _ => {
-                self.violation(path(prefix, key), "must be an object");
-                None
-            }
-        }
+        self.read(obj, prefix, key, "must be an object", Value::as_object)
     }
 
     /// A `google.protobuf.Struct` (metadata).
@@ -250,22 +237,13 @@ impl Check {
         prefix: &str,
         key: &str,
     ) -> Option<Vec<String>> {
-        match member(obj, key)? {
-            Value::Array(items) => {
-                let strings: Option<Vec<String>> = items
-                    .iter()
-                    .map(|v| v.as_str().map(str::to_string))
-                    .collect();
-                if strings.is_none() {
-                    self.violation(path(prefix, key), "must be an array of strings");
-                }
-                strings
-            }
-            _ => {
-                self.violation(path(prefix, key), "must be an array of strings");
-                None
-            }
-        }
+        self.read(
+            obj,
+            prefix,
+            key,
+            "must be an array of strings",
+            as_string_list,
+        )
     }
 
     fn timestamp(
@@ -274,19 +252,8 @@ impl Check {
         prefix: &str,
         key: &str,
     ) -> Option<DateTime<Utc>> {
-        let parsed = match member(obj, key)? {
-            Value::String(s) => DateTime::parse_from_rfc3339(s.trim())
-                .ok()
-                .map(|t| t.with_timezone(&Utc)),
-            _ => None,
-        };
-        if parsed.is_none() {
-            self.violation(
-                path(prefix, key),
-                "must be an RFC 3339 timestamp, e.g. 2026-01-31T12:00:00Z",
-            );
-        }
-        parsed
+        let must = "must be an RFC 3339 timestamp, e.g. 2026-01-31T12:00:00Z";
+        self.read(obj, prefix, key, must, as_timestamp)
     }
 
     /// A `TaskState` by name (or number); `TASK_STATE_UNSPECIFIED` means no filter.
@@ -296,35 +263,9 @@ impl Check {
         prefix: &str,
         key: &str,
     ) -> Option<TaskState> {
-        let state = match member(obj, key)? {
-            Value::String(s) => {
-                serde_json::from_value::<TaskState>(Value::String(s.trim().to_string())).ok()
-            }
-            Value::Number(n) => match n.as_u64() {
-                Some(0) => Some(TaskState::Unspecified),
-                Some(1) => Some(TaskState::Submitted),
-                Some(2) => Some(TaskState::Working),
-                Some(3) => Some(TaskState::Completed),
-                Some(4) => Some(TaskState::Failed),
-                Some(5) => Some(TaskState::Canceled),
-                Some(6) => Some(TaskState::InputRequired),
-                Some(7) => Some(TaskState::Rejected),
-                Some(8) => Some(TaskState::AuthRequired),
-                _ => None,
-            },
-            _ => None,
-        };
-        match state {
-            None => {
-                self.violation(
-                    path(prefix, key),
-                    "must be a TaskState name, e.g. TASK_STATE_WORKING",
-                );
-                None
-            }
-            Some(TaskState::Unspecified) => None,
-            Some(state) => Some(state),
-        }
+        let must = "must be a TaskState name, e.g. TASK_STATE_WORKING";
+        let state = self.read(obj, prefix, key, must, as_task_state);
+        state.filter(|state| !matches!(state, TaskState::Unspecified))
     }
 
     fn role(&mut self, obj: &Map<String, Value>, prefix: &str, key: &str) -> Role {
@@ -534,6 +475,66 @@ impl Check {
             include_artifacts: self.boolean(obj, "", "includeArtifacts"),
             tenant: self.string(obj, "", "tenant"),
         }
+    }
+}
+
+fn as_int32(value: &Value) -> Option<i32> {
+    match value {
+        Value::Number(n) => n
+            .as_i64()
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 1e10)
+                    .map(|f| f as i64)
+            })
+            .and_then(|n| i32::try_from(n).ok()),
+        Value::String(s) => s.trim().parse::<i32>().ok(),
+        _ => None,
+    }
+}
+
+fn as_bool(value: &Value) -> Option<bool> {
+    match value {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) if s.eq_ignore_ascii_case("true") => Some(true),
+        Value::String(s) if s.eq_ignore_ascii_case("false") => Some(false),
+        _ => None,
+    }
+}
+
+fn as_string_list(value: &Value) -> Option<Vec<String>> {
+    value
+        .as_array()?
+        .iter()
+        .map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+fn as_timestamp(value: &Value) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(value.as_str()?.trim())
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// A `TaskState` by name or number.
+fn as_task_state(value: &Value) -> Option<TaskState> {
+    match value {
+        Value::String(s) => {
+            serde_json::from_value::<TaskState>(Value::String(s.trim().to_string())).ok()
+        }
+        Value::Number(n) => match n.as_u64() {
+            Some(0) => Some(TaskState::Unspecified),
+            Some(1) => Some(TaskState::Submitted),
+            Some(2) => Some(TaskState::Working),
+            Some(3) => Some(TaskState::Completed),
+            Some(4) => Some(TaskState::Failed),
+            Some(5) => Some(TaskState::Canceled),
+            Some(6) => Some(TaskState::InputRequired),
+            Some(7) => Some(TaskState::Rejected),
+            Some(8) => Some(TaskState::AuthRequired),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
