@@ -269,28 +269,20 @@ mod tests {
         card.capabilities.streaming = None;
         card.capabilities.push_notifications = Some(false);
         card.capabilities.extended_agent_card = None;
-        let kind = |m| check_capability(&card, m).err().map(|e| e.kind);
-        assert_eq!(
-            kind(Method::SendStreamingMessage),
-            Some(ErrorKind::UnsupportedOperation)
-        );
-        assert_eq!(
-            kind(Method::SubscribeToTask),
-            Some(ErrorKind::UnsupportedOperation)
-        );
-        assert_eq!(
-            kind(Method::CreatePushConfig),
-            Some(ErrorKind::PushNotificationNotSupported)
-        );
-        assert_eq!(
-            kind(Method::DeletePushConfig),
-            Some(ErrorKind::PushNotificationNotSupported)
-        );
-        assert_eq!(
-            kind(Method::GetExtendedAgentCard),
-            Some(ErrorKind::UnsupportedOperation)
-        );
-        assert_eq!(kind(Method::SendMessage), None);
-        assert_eq!(kind(Method::GetTask), None);
+        let unsupported = Some(ErrorKind::UnsupportedOperation);
+        let no_push = Some(ErrorKind::PushNotificationNotSupported);
+        let cases = [
+            (Method::SendStreamingMessage, unsupported),
+            (Method::SubscribeToTask, unsupported),
+            (Method::CreatePushConfig, no_push),
+            (Method::DeletePushConfig, no_push),
+            (Method::GetExtendedAgentCard, unsupported),
+            (Method::SendMessage, None),
+            (Method::GetTask, None),
+        ];
+        for (method, refused) in cases {
+            let kind = check_capability(&card, method).err().map(|e| e.kind);
+            assert_eq!(kind, refused, "{method:?}");
+        }
     }
 }

@@ -19,7 +19,7 @@ use futures::stream;
 use http::{Request, Response};
 use serde_json::Value;
 
-use crate::{Body, Caller, HttpConfig};
+use crate::{Body, Caller, HttpConfig, Method};
 
 pub(crate) const TASK_EXT: &str = "https://madarauchiha-314.github.io/tiny-harness/a2a/ext/task/v1";
 pub(crate) const OTHER_EXT: &str = "urn:test:other";
@@ -105,6 +105,25 @@ pub(crate) fn status_update(id: &str, state: TaskState) -> StreamResponse {
 
 /// What the fake was called with: the decoded operation the bindings handed the service.
 pub(crate) use crate::ops::Operation as Call;
+
+impl Call {
+    /// The method the request was decoded for, and the tenant it carries.
+    pub(crate) fn method_and_tenant(&self) -> (Method, Option<&str>) {
+        match self {
+            Call::SendMessage(r) => (Method::SendMessage, r.tenant.as_deref()),
+            Call::SendStreamingMessage(r) => (Method::SendStreamingMessage, r.tenant.as_deref()),
+            Call::GetTask(r) => (Method::GetTask, r.tenant.as_deref()),
+            Call::ListTasks(r) => (Method::ListTasks, r.tenant.as_deref()),
+            Call::CancelTask(r) => (Method::CancelTask, r.tenant.as_deref()),
+            Call::SubscribeToTask(r) => (Method::SubscribeToTask, r.tenant.as_deref()),
+            Call::CreatePushConfig(r) => (Method::CreatePushConfig, r.tenant.as_deref()),
+            Call::GetPushConfig(r) => (Method::GetPushConfig, r.tenant.as_deref()),
+            Call::ListPushConfigs(r) => (Method::ListPushConfigs, r.tenant.as_deref()),
+            Call::DeletePushConfig(r) => (Method::DeletePushConfig, r.tenant.as_deref()),
+            Call::GetExtendedAgentCard(r) => (Method::GetExtendedAgentCard, r.tenant.as_deref()),
+        }
+    }
+}
 
 type StreamFactory = Box<dyn FnOnce() -> EventStream + Send>;
 
@@ -353,6 +372,11 @@ impl Req {
         self
     }
 
+    /// This `A2A-Version` instead of 1.0.
+    pub(crate) fn version(self, version: &str) -> Self {
+        self.without_version().header("a2a-version", version)
+    }
+
     pub(crate) fn json(self, value: &Value) -> Self {
         self.raw("application/json", serde_json::to_vec(value).unwrap())
     }
@@ -432,7 +456,12 @@ pub(crate) async fn collect(resp: Response<Body>) -> Got {
 }
 
 pub(crate) async fn send(api: &FakeApi, req: Req) -> Got {
-    send_with(api, &HttpConfig::default(), req, Caller::anonymous()).await
+    send_configured(api, &HttpConfig::default(), req).await
+}
+
+/// An anonymous caller's request under `config`.
+pub(crate) async fn send_configured(api: &FakeApi, config: &HttpConfig, req: Req) -> Got {
+    send_with(api, config, req, Caller::anonymous()).await
 }
 
 pub(crate) async fn send_with(api: &FakeApi, config: &HttpConfig, req: Req, caller: Caller) -> Got {
