@@ -4,14 +4,14 @@
 use std::sync::Mutex;
 
 use a2a::{
-    AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill, CancelTaskRequest,
-    DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
-    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
-    ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse,
-    SendMessageRequest, SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task,
-    TaskPushNotificationConfig, TaskState, TaskStatus, TaskStatusUpdateEvent,
+    AgentCard, AgentExtension, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse,
+    SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState, TaskStatus,
+    TaskStatusUpdateEvent,
 };
-use a2a_service::{A2aApi, EventStream, RequestContext, ServiceError};
+use a2a_service::{A2aApi, EventStream, RequestContext, ServiceConfig, ServiceError};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -24,55 +24,29 @@ use crate::{Body, Caller, HttpConfig, Method};
 pub(crate) const TASK_EXT: &str = "https://madarauchiha-314.github.io/tiny-harness/a2a/ext/task/v1";
 pub(crate) const OTHER_EXT: &str = "urn:test:other";
 
+/// The service's own card (the codec is tested against the card shape it serves) under a test
+/// name, with every capability on and the two extensions the tests activate.
 pub(crate) fn card() -> AgentCard {
-    AgentCard {
-        name: "Test Agent".into(),
-        description: "a card for codec tests".into(),
-        version: "1.0.0".into(),
-        supported_interfaces: vec![AgentInterface {
-            url: "http://localhost/".into(),
-            protocol_binding: "JSONRPC".into(),
-            protocol_version: "1.0".into(),
-            tenant: None,
-        }],
-        capabilities: AgentCapabilities {
-            streaming: Some(true),
-            push_notifications: Some(true),
-            extensions: Some(vec![
-                AgentExtension {
-                    uri: TASK_EXT.into(),
-                    description: None,
-                    required: Some(false),
-                    params: None,
-                },
-                AgentExtension {
-                    uri: OTHER_EXT.into(),
-                    description: None,
-                    required: None,
-                    params: None,
-                },
-            ]),
-            extended_agent_card: Some(true),
+    let mut config = ServiceConfig::local("http://localhost");
+    config.name = "Test Agent".into();
+    config.version = "1.0.0".into();
+    let mut card = a2a_service::card::agent_card(&config);
+    card.capabilities.extended_agent_card = Some(true);
+    card.capabilities.extensions = Some(vec![
+        AgentExtension {
+            uri: TASK_EXT.into(),
+            description: None,
+            required: Some(false),
+            params: None,
         },
-        default_input_modes: vec!["text/plain".into()],
-        default_output_modes: vec!["text/plain".into()],
-        skills: vec![AgentSkill {
-            id: "echo".into(),
-            name: "Echo".into(),
-            description: "echo".into(),
-            tags: vec!["echo".into()],
-            examples: None,
-            input_modes: None,
-            output_modes: None,
-            security_requirements: None,
-        }],
-        provider: None,
-        documentation_url: None,
-        icon_url: None,
-        security_schemes: None,
-        security_requirements: None,
-        signatures: None,
-    }
+        AgentExtension {
+            uri: OTHER_EXT.into(),
+            description: None,
+            required: None,
+            params: None,
+        },
+    ]);
+    card
 }
 
 pub(crate) fn task(id: &str, state: TaskState) -> Task {

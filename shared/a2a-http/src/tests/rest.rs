@@ -1,6 +1,6 @@
 //! The HTTP+JSON binding: all 11 methods, tenants, ids, bodies, errors.
 
-use a2a::TaskState;
+use a2a::{TaskState, methods};
 use a2a_service::ServiceError;
 use serde_json::{Value, json};
 
@@ -454,6 +454,20 @@ async fn service_errors_on_the_wire() {
     assert_eq!(body["error"]["details"][0]["metadata"]["taskId"], "t-1");
 }
 
+/// A unit that serves part of the API answers each of `others` with 404, calling nothing (nor
+/// having called anything before).
+async fn assert_routes_refused(
+    api: &FakeApi,
+    config: &HttpConfig,
+    others: impl IntoIterator<Item = Req>,
+) {
+    for req in others {
+        let got = send_configured(api, config, req).await;
+        assert_rest_error(&got, 404, "NOT_FOUND", "METHOD_NOT_FOUND");
+    }
+    assert!(api.calls().is_empty());
+}
+
 /// A deployment unit that serves one method answers its own route (a wrong HTTP method there
 /// still gets 405) and refuses every other route, the card and JSON-RPC, calling nothing.
 #[tokio::test]
@@ -470,26 +484,20 @@ async fn a_unit_serving_one_method_refuses_every_other_route() {
     let api = FakeApi::new();
     let wrong_verb = send_configured(&api, &get_task, Req::new("DELETE", "/tasks/t-1")).await;
     assert_eq!(wrong_verb.status, 405, "{}", wrong_verb.text());
-    for req in [
+    let others = [
         Req::post("/message:send").json(&send_body()),
         Req::post("/tasks/t-1:cancel"),
         Req::get("/tasks"),
         Req::get("/.well-known/agent-card.json"),
-        Req::post("/").json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t-1"}}),
-        ),
-    ] {
-        let got = send_configured(&api, &get_task, req).await;
-        assert_rest_error(&got, 404, "NOT_FOUND", "METHOD_NOT_FOUND");
-    }
-    assert!(api.calls().is_empty());
+        Req::rpc(methods::GET_TASK, json!({"id": "t-1"})),
+    ];
+    assert_routes_refused(&api, &get_task, others).await;
 
     let jsonrpc = HttpConfig {
         serves: Serves::JsonRpc,
         ..HttpConfig::default()
     };
-    let got = send_configured(&api, &jsonrpc, Req::get("/tasks/t-1")).await;
-    assert_rest_error(&got, 404, "NOT_FOUND", "METHOD_NOT_FOUND");
+    assert_routes_refused(&api, &jsonrpc, [Req::get("/tasks/t-1")]).await;
     let card = HttpConfig {
         serves: Serves::AgentCard,
         ..HttpConfig::default()
@@ -524,19 +532,14 @@ async fn the_task_resource_unit_answers_the_three_methods_on_tasks_id() {
     let api = FakeApi::new();
     let got = send_configured(&api, &task, Req::new("DELETE", "/tasks/t-1")).await;
     assert_eq!(got.status, 405, "{}", got.text());
-    for req in [
+    let others = [
         Req::post("/message:send").json(&send_body()),
         Req::get("/tasks"),
         Req::get("/tasks/t-1/pushNotificationConfigs"),
         Req::get("/.well-known/agent-card.json"),
-        Req::post("/").json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t-1"}}),
-        ),
-    ] {
-        let got = send_configured(&api, &task, req).await;
-        assert_rest_error(&got, 404, "NOT_FOUND", "METHOD_NOT_FOUND");
-    }
-    assert!(api.calls().is_empty());
+        Req::rpc(methods::GET_TASK, json!({"id": "t-1"})),
+    ];
+    assert_routes_refused(&api, &task, others).await;
     assert!(Serves::TaskResource.may_stream());
     assert!(!Serves::TaskResource.answers_rest(Method::ListTasks));
 }
