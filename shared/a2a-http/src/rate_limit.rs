@@ -274,14 +274,19 @@ mod tests {
         Caller::anonymous().with_address(Some(address.parse().unwrap()))
     }
 
+    /// Spends a full bucket of `burst` tokens, each request let through.
+    fn spend_burst(limiter: &RateLimiter, caller: &Caller, burst: u32) {
+        for n in 0..burst {
+            assert_eq!(limiter.check(caller), Ok(()), "request {n} of the burst");
+        }
+    }
+
     #[test]
     fn a_burst_then_refusals_with_the_seconds_until_the_next_token() {
         let clock = TestClock::new();
         let limiter = limiter(0.5, 3, &clock);
         let alice = at("192.0.2.1");
-        for _ in 0..3 {
-            assert_eq!(limiter.check(&alice), Ok(()));
-        }
+        spend_burst(&limiter, &alice, 3);
         // One token every 2 s: the next is 2 s away, and a refusal takes nothing.
         assert_eq!(limiter.check(&alice), Err(2));
         assert_eq!(limiter.check(&alice), Err(2));
@@ -303,12 +308,10 @@ mod tests {
         let clock = TestClock::new();
         let limiter = limiter(10.0, 2, &clock);
         let bob = at("192.0.2.2");
-        assert_eq!(limiter.check(&bob), Ok(()));
-        assert_eq!(limiter.check(&bob), Ok(()));
+        spend_burst(&limiter, &bob, 2);
         assert_eq!(limiter.check(&bob), Err(1));
         clock.advance(Duration::from_secs(3600));
-        assert_eq!(limiter.check(&bob), Ok(()));
-        assert_eq!(limiter.check(&bob), Ok(()));
+        spend_burst(&limiter, &bob, 2);
         assert!(
             limiter.check(&bob).is_err(),
             "an hour idle still refills 2, not more"
@@ -367,8 +370,7 @@ mod tests {
         let clock = TestClock::new();
         let limiter = limiter(1.0, 2, &clock);
         let alice = at("192.0.2.1");
-        assert_eq!(limiter.check(&alice), Ok(()));
-        assert_eq!(limiter.check(&alice), Ok(()));
+        spend_burst(&limiter, &alice, 2);
         // One fill time later another caller turns the generations over; alice's bucket,
         // refilled by then, is full and may go, but one drained just before must stay.
         clock.advance(Duration::from_millis(1500));
