@@ -265,9 +265,12 @@ mod tests {
         }
     }
 
-    fn limiter(per_second: f64, burst: u32, clock: &Arc<TestClock>) -> RateLimiter {
+    /// A limiter on a clock of its own, which the test moves.
+    fn limiter(per_second: f64, burst: u32) -> (Arc<TestClock>, RateLimiter) {
+        let clock = TestClock::new();
         let limit = RateLimit::new(per_second, burst).unwrap();
-        RateLimiter::with_clock(limit, MAX_TRACKED_CALLERS, clock.clone())
+        let limiter = RateLimiter::with_clock(limit, MAX_TRACKED_CALLERS, clock.clone());
+        (clock, limiter)
     }
 
     fn at(address: &str) -> Caller {
@@ -283,8 +286,7 @@ mod tests {
 
     #[test]
     fn a_burst_then_refusals_with_the_seconds_until_the_next_token() {
-        let clock = TestClock::new();
-        let limiter = limiter(0.5, 3, &clock);
+        let (clock, limiter) = limiter(0.5, 3);
         let alice = at("192.0.2.1");
         spend_burst(&limiter, &alice, 3);
         // One token every 2 s: the next is 2 s away, and a refusal takes nothing.
@@ -305,8 +307,7 @@ mod tests {
 
     #[test]
     fn tokens_refill_up_to_the_burst_only() {
-        let clock = TestClock::new();
-        let limiter = limiter(10.0, 2, &clock);
+        let (clock, limiter) = limiter(10.0, 2);
         let bob = at("192.0.2.2");
         spend_burst(&limiter, &bob, 2);
         assert_eq!(limiter.check(&bob), Err(1));
@@ -320,8 +321,7 @@ mod tests {
 
     #[test]
     fn callers_do_not_share_buckets() {
-        let clock = TestClock::new();
-        let limiter = limiter(1.0, 1, &clock);
+        let (_, limiter) = limiter(1.0, 1);
         assert_eq!(limiter.check(&at("192.0.2.1")), Ok(()));
         assert!(limiter.check(&at("192.0.2.1")).is_err());
         assert_eq!(limiter.check(&at("192.0.2.2")), Ok(()));
@@ -340,8 +340,7 @@ mod tests {
 
     #[test]
     fn an_ipv6_caller_is_its_64_prefix_and_a_mapped_ipv4_its_ipv4() {
-        let clock = TestClock::new();
-        let limiter = limiter(1.0, 1, &clock);
+        let (_, limiter) = limiter(1.0, 1);
         assert_eq!(limiter.check(&at("2001:db8:1:2::1")), Ok(()));
         assert!(limiter.check(&at("2001:db8:1:2:ffff::9")).is_err());
         assert_eq!(limiter.check(&at("2001:db8:1:3::1")), Ok(()));
@@ -367,8 +366,7 @@ mod tests {
 
     #[test]
     fn turning_the_generations_over_on_time_keeps_a_bucket_that_is_not_full() {
-        let clock = TestClock::new();
-        let limiter = limiter(1.0, 2, &clock);
+        let (clock, limiter) = limiter(1.0, 2);
         let alice = at("192.0.2.1");
         spend_burst(&limiter, &alice, 2);
         // One fill time later another caller turns the generations over; alice's bucket,
