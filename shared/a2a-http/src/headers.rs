@@ -99,28 +99,36 @@ pub(crate) fn activated_extensions(
         .map(String::as_str)
         .filter(|uri| !declared.iter().any(|e| e.uri == *uri))
         .collect();
-    if !unknown.is_empty() {
-        let listed = unknown.into_iter().collect::<Vec<_>>().join(",");
-        return Err(ProtocolError::new(
-            ErrorKind::UnsupportedOperation,
-            format!("unsupported A2A extension(s): {listed}"),
-        )
-        .with_metadata("extensions", listed));
-    }
+    refuse_extensions(
+        ErrorKind::UnsupportedOperation,
+        "unsupported A2A extension(s)",
+        unknown,
+    )?;
     let missing: BTreeSet<&str> = declared
         .iter()
         .filter(|e| e.required == Some(true) && !requested.contains(&e.uri))
         .map(|e| e.uri.as_str())
         .collect();
-    if !missing.is_empty() {
-        let listed = missing.into_iter().collect::<Vec<_>>().join(",");
-        return Err(ProtocolError::new(
-            ErrorKind::ExtensionSupportRequired,
-            format!("the agent requires A2A extension(s) the request did not activate: {listed}"),
-        )
-        .with_metadata("extensions", listed));
-    }
+    refuse_extensions(
+        ErrorKind::ExtensionSupportRequired,
+        "the agent requires A2A extension(s) the request did not activate",
+        missing,
+    )?;
     Ok(requested)
+}
+
+/// Refuses a request over `uris` (none: no refusal), listing them comma-separated in the
+/// message and the `extensions` metadata.
+fn refuse_extensions(
+    kind: ErrorKind,
+    what: &str,
+    uris: BTreeSet<&str>,
+) -> Result<(), ProtocolError> {
+    if uris.is_empty() {
+        return Ok(());
+    }
+    let listed = uris.into_iter().collect::<Vec<_>>().join(",");
+    Err(ProtocolError::new(kind, format!("{what}: {listed}")).with_metadata("extensions", listed))
 }
 
 /// `X-Participant-Id`, trimmed; `None` when absent or empty. A value that is not visible ASCII

@@ -120,21 +120,11 @@ pub(crate) async fn handle(
         .with_metadata("method", method);
         return reply::rpc_error(id, &err);
     };
-    let ctx = match ops::preflight(
-        api.agent_card(),
-        method,
-        req.headers(),
-        req.uri().query(),
-        caller,
-    ) {
-        Ok(ctx) => ctx,
-        Err(err) => return reply::rpc_error(id, &err),
-    };
-    let resp = match call(api, config, &ctx, method, &params, id.clone()).await {
-        Ok(resp) => resp,
-        Err(err) => reply::rpc_error(id, &err),
-    };
-    reply::with_extensions(resp, &ctx.extensions)
+    let error_reply = |err: &ProtocolError| reply::rpc_error(id.clone(), err);
+    ops::preflight_and_call(api, method, &req, caller, error_reply, async |ctx| {
+        call(api, config, ctx, method, &params, id.clone()).await
+    })
+    .await
 }
 
 async fn call(

@@ -12,13 +12,15 @@ use a2a::{
     SubscribeToTaskRequest, TaskPushNotificationConfig, methods,
 };
 use a2a_service::{A2aApi, EventStream, RequestContext};
-use http::HeaderMap;
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::Caller;
+use crate::body::Body;
 use crate::error::{ErrorKind, ProtocolError};
-use crate::headers;
+use crate::{headers, reply};
 
 /// The A2A 1.0 methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -125,11 +127,39 @@ pub(crate) enum Outcome {
     Stream(EventStream),
 }
 
+/// Both bindings' step once the method is known: the [`preflight`], then the binding's `call`
+/// with the request context. Any error is answered in the binding's framing (`error_reply`);
+/// every answer echoes the activated extensions.
+pub(crate) async fn preflight_and_call(
+    api: &dyn A2aApi,
+    method: Method,
+    req: &Request<Bytes>,
+    caller: &Caller,
+    error_reply: impl Fn(&ProtocolError) -> Response<Body>,
+    call: impl AsyncFnOnce(&RequestContext) -> Result<Response<Body>, ProtocolError>,
+) -> Response<Body> {
+    let ctx = match preflight(
+        api.agent_card(),
+        method,
+        req.headers(),
+        req.uri().query(),
+        caller,
+    ) {
+        Ok(ctx) => ctx,
+        Err(err) => return error_reply(&err),
+    };
+    let resp = match call(&ctx).await {
+        Ok(resp) => resp,
+        Err(err) => error_reply(&err),
+    };
+    reply::with_extensions(resp, &ctx.extensions)
+}
+
 /// The checks every A2A method gets before its parameters are read: `A2A-Version`,
 /// `A2A-Extensions` against the card, `X-Participant-Id`, and the capability the method needs
 /// (the card must declare `streaming`, `pushNotifications`, `extendedAgentCard` for those
 /// methods). Returns the service's request context.
-pub(crate) fn preflight(
+fn preflight(
     card: &AgentCard,
     method: Method,
     headers: &HeaderMap,
@@ -239,28 +269,20 @@ mod tests {
         card.capabilities.streaming = None;
         card.capabilities.push_notifications = Some(false);
         card.capabilities.extended_agent_card = None;
-        let kind = |m| check_capability(&card, m).err().map(|e| e.kind);
-        assert_eq!(
-            kind(Method::SendStreamingMessage),
-            Some(ErrorKind::UnsupportedOperation)
-        );
-        assert_eq!(
-            kind(Method::SubscribeToTask),
-            Some(ErrorKind::UnsupportedOperation)
-        );
-        assert_eq!(
-            kind(Method::CreatePushConfig),
-            Some(ErrorKind::PushNotificationNotSupported)
-        );
-        assert_eq!(
-            kind(Method::DeletePushConfig),
-            Some(ErrorKind::PushNotificationNotSupported)
-        );
-        assert_eq!(
-            kind(Method::GetExtendedAgentCard),
-            Some(ErrorKind::UnsupportedOperation)
-        );
-        assert_eq!(kind(Method::SendMessage), None);
-        assert_eq!(kind(Method::GetTask), None);
+        let unsupported = Some(ErrorKind::UnsupportedOperation);
+        let no_push = Some(ErrorKind::PushNotificationNotSupported);
+        let cases = [
+            (Method::SendStreamingMessage, unsupported),
+            (Method::SubscribeToTask, unsupported),
+            (Method::CreatePushConfig, no_push),
+            (Method::DeletePushConfig, no_push),
+            (Method::GetExtendedAgentCard, unsupported),
+            (Method::SendMessage, None),
+            (Method::GetTask, None),
+        ];
+        for (method, refused) in cases {
+            let kind = check_capability(&card, method).err().map(|e| e.kind);
+            assert_eq!(kind, refused, "{method:?}");
+        }
     }
 }

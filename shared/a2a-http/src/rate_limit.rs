@@ -265,23 +265,30 @@ mod tests {
         }
     }
 
-    fn limiter(per_second: f64, burst: u32, clock: &Arc<TestClock>) -> RateLimiter {
+    /// A limiter on a clock of its own, which the test moves.
+    fn limiter(per_second: f64, burst: u32) -> (Arc<TestClock>, RateLimiter) {
+        let clock = TestClock::new();
         let limit = RateLimit::new(per_second, burst).unwrap();
-        RateLimiter::with_clock(limit, MAX_TRACKED_CALLERS, clock.clone())
+        let limiter = RateLimiter::with_clock(limit, MAX_TRACKED_CALLERS, clock.clone());
+        (clock, limiter)
     }
 
     fn at(address: &str) -> Caller {
         Caller::anonymous().with_address(Some(address.parse().unwrap()))
     }
 
+    /// Spends a full bucket of `burst` tokens, each request let through.
+    fn spend_burst(limiter: &RateLimiter, caller: &Caller, burst: u32) {
+        for n in 0..burst {
+            assert_eq!(limiter.check(caller), Ok(()), "request {n} of the burst");
+        }
+    }
+
     #[test]
     fn a_burst_then_refusals_with_the_seconds_until_the_next_token() {
-        let clock = TestClock::new();
-        let limiter = limiter(0.5, 3, &clock);
+        let (clock, limiter) = limiter(0.5, 3);
         let alice = at("192.0.2.1");
-        for _ in 0..3 {
-            assert_eq!(limiter.check(&alice), Ok(()));
-        }
+        spend_burst(&limiter, &alice, 3);
         // One token every 2 s: the next is 2 s away, and a refusal takes nothing.
         assert_eq!(limiter.check(&alice), Err(2));
         assert_eq!(limiter.check(&alice), Err(2));
@@ -300,15 +307,12 @@ mod tests {
 
     #[test]
     fn tokens_refill_up_to_the_burst_only() {
-        let clock = TestClock::new();
-        let limiter = limiter(10.0, 2, &clock);
+        let (clock, limiter) = limiter(10.0, 2);
         let bob = at("192.0.2.2");
-        assert_eq!(limiter.check(&bob), Ok(()));
-        assert_eq!(limiter.check(&bob), Ok(()));
+        spend_burst(&limiter, &bob, 2);
         assert_eq!(limiter.check(&bob), Err(1));
         clock.advance(Duration::from_secs(3600));
-        assert_eq!(limiter.check(&bob), Ok(()));
-        assert_eq!(limiter.check(&bob), Ok(()));
+        spend_burst(&limiter, &bob, 2);
         assert!(
             limiter.check(&bob).is_err(),
             "an hour idle still refills 2, not more"
@@ -317,8 +321,7 @@ mod tests {
 
     #[test]
     fn callers_do_not_share_buckets() {
-        let clock = TestClock::new();
-        let limiter = limiter(1.0, 1, &clock);
+        let (_, limiter) = limiter(1.0, 1);
         assert_eq!(limiter.check(&at("192.0.2.1")), Ok(()));
         assert!(limiter.check(&at("192.0.2.1")).is_err());
         assert_eq!(limiter.check(&at("192.0.2.2")), Ok(()));
@@ -337,8 +340,7 @@ mod tests {
 
     #[test]
     fn an_ipv6_caller_is_its_64_prefix_and_a_mapped_ipv4_its_ipv4() {
-        let clock = TestClock::new();
-        let limiter = limiter(1.0, 1, &clock);
+        let (_, limiter) = limiter(1.0, 1);
         assert_eq!(limiter.check(&at("2001:db8:1:2::1")), Ok(()));
         assert!(limiter.check(&at("2001:db8:1:2:ffff::9")).is_err());
         assert_eq!(limiter.check(&at("2001:db8:1:3::1")), Ok(()));
@@ -364,11 +366,9 @@ mod tests {
 
     #[test]
     fn turning_the_generations_over_on_time_keeps_a_bucket_that_is_not_full() {
-        let clock = TestClock::new();
-        let limiter = limiter(1.0, 2, &clock);
+        let (clock, limiter) = limiter(1.0, 2);
         let alice = at("192.0.2.1");
-        assert_eq!(limiter.check(&alice), Ok(()));
-        assert_eq!(limiter.check(&alice), Ok(()));
+        spend_burst(&limiter, &alice, 2);
         // One fill time later another caller turns the generations over; alice's bucket,
         // refilled by then, is full and may go, but one drained just before must stay.
         clock.advance(Duration::from_millis(1500));

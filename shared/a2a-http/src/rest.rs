@@ -296,34 +296,22 @@ pub(crate) async fn handle(
     } else {
         Map::new()
     };
-    let ctx = match ops::preflight(
-        api.agent_card(),
-        method,
-        req.headers(),
-        req.uri().query(),
-        caller,
-    ) {
-        Ok(ctx) => ctx,
-        Err(err) => return reply::rest_error(&err),
-    };
-    let success_type = reply::rest_success_type(req.headers());
-    let resp = match call(
-        api,
-        config,
-        &ctx,
-        route,
-        method,
-        body,
-        req.uri().query(),
-        tenant,
-        success_type,
-    )
+    ops::preflight_and_call(api, method, &req, caller, reply::rest_error, async |ctx| {
+        let success_type = reply::rest_success_type(req.headers());
+        call(
+            api,
+            config,
+            ctx,
+            route,
+            method,
+            body,
+            req.uri().query(),
+            tenant,
+            success_type,
+        )
+        .await
+    })
     .await
-    {
-        Ok(resp) => resp,
-        Err(err) => reply::rest_error(&err),
-    };
-    reply::with_extensions(resp, &ctx.extensions)
 }
 
 #[allow(clippy::too_many_arguments)]

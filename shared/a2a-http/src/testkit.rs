@@ -4,14 +4,14 @@
 use std::sync::Mutex;
 
 use a2a::{
-    AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill, CancelTaskRequest,
-    DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
-    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
-    ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse,
-    SendMessageRequest, SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task,
-    TaskPushNotificationConfig, TaskState, TaskStatus, TaskStatusUpdateEvent,
+    AgentCard, AgentExtension, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse,
+    SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState, TaskStatus,
+    TaskStatusUpdateEvent,
 };
-use a2a_service::{A2aApi, EventStream, RequestContext, ServiceError};
+use a2a_service::{A2aApi, EventStream, RequestContext, ServiceConfig, ServiceError};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -19,60 +19,34 @@ use futures::stream;
 use http::{Request, Response};
 use serde_json::Value;
 
-use crate::{Body, Caller, HttpConfig};
+use crate::{Body, Caller, HttpConfig, Method};
 
 pub(crate) const TASK_EXT: &str = "https://madarauchiha-314.github.io/tiny-harness/a2a/ext/task/v1";
 pub(crate) const OTHER_EXT: &str = "urn:test:other";
 
+/// The service's own card (the codec is tested against the card shape it serves) under a test
+/// name, with every capability on and the two extensions the tests activate.
 pub(crate) fn card() -> AgentCard {
-    AgentCard {
-        name: "Test Agent".into(),
-        description: "a card for codec tests".into(),
-        version: "1.0.0".into(),
-        supported_interfaces: vec![AgentInterface {
-            url: "http://localhost/".into(),
-            protocol_binding: "JSONRPC".into(),
-            protocol_version: "1.0".into(),
-            tenant: None,
-        }],
-        capabilities: AgentCapabilities {
-            streaming: Some(true),
-            push_notifications: Some(true),
-            extensions: Some(vec![
-                AgentExtension {
-                    uri: TASK_EXT.into(),
-                    description: None,
-                    required: Some(false),
-                    params: None,
-                },
-                AgentExtension {
-                    uri: OTHER_EXT.into(),
-                    description: None,
-                    required: None,
-                    params: None,
-                },
-            ]),
-            extended_agent_card: Some(true),
+    let mut config = ServiceConfig::local("http://localhost");
+    config.name = "Test Agent".into();
+    config.version = "1.0.0".into();
+    let mut card = a2a_service::card::agent_card(&config);
+    card.capabilities.extended_agent_card = Some(true);
+    card.capabilities.extensions = Some(vec![
+        AgentExtension {
+            uri: TASK_EXT.into(),
+            description: None,
+            required: Some(false),
+            params: None,
         },
-        default_input_modes: vec!["text/plain".into()],
-        default_output_modes: vec!["text/plain".into()],
-        skills: vec![AgentSkill {
-            id: "echo".into(),
-            name: "Echo".into(),
-            description: "echo".into(),
-            tags: vec!["echo".into()],
-            examples: None,
-            input_modes: None,
-            output_modes: None,
-            security_requirements: None,
-        }],
-        provider: None,
-        documentation_url: None,
-        icon_url: None,
-        security_schemes: None,
-        security_requirements: None,
-        signatures: None,
-    }
+        AgentExtension {
+            uri: OTHER_EXT.into(),
+            description: None,
+            required: None,
+            params: None,
+        },
+    ]);
+    card
 }
 
 pub(crate) fn task(id: &str, state: TaskState) -> Task {
@@ -105,6 +79,25 @@ pub(crate) fn status_update(id: &str, state: TaskState) -> StreamResponse {
 
 /// What the fake was called with: the decoded operation the bindings handed the service.
 pub(crate) use crate::ops::Operation as Call;
+
+impl Call {
+    /// The method the request was decoded for, and the tenant it carries.
+    pub(crate) fn method_and_tenant(&self) -> (Method, Option<&str>) {
+        match self {
+            Call::SendMessage(r) => (Method::SendMessage, r.tenant.as_deref()),
+            Call::SendStreamingMessage(r) => (Method::SendStreamingMessage, r.tenant.as_deref()),
+            Call::GetTask(r) => (Method::GetTask, r.tenant.as_deref()),
+            Call::ListTasks(r) => (Method::ListTasks, r.tenant.as_deref()),
+            Call::CancelTask(r) => (Method::CancelTask, r.tenant.as_deref()),
+            Call::SubscribeToTask(r) => (Method::SubscribeToTask, r.tenant.as_deref()),
+            Call::CreatePushConfig(r) => (Method::CreatePushConfig, r.tenant.as_deref()),
+            Call::GetPushConfig(r) => (Method::GetPushConfig, r.tenant.as_deref()),
+            Call::ListPushConfigs(r) => (Method::ListPushConfigs, r.tenant.as_deref()),
+            Call::DeletePushConfig(r) => (Method::DeletePushConfig, r.tenant.as_deref()),
+            Call::GetExtendedAgentCard(r) => (Method::GetExtendedAgentCard, r.tenant.as_deref()),
+        }
+    }
+}
 
 type StreamFactory = Box<dyn FnOnce() -> EventStream + Send>;
 
@@ -353,6 +346,11 @@ impl Req {
         self
     }
 
+    /// This `A2A-Version` instead of 1.0.
+    pub(crate) fn version(self, version: &str) -> Self {
+        self.without_version().header("a2a-version", version)
+    }
+
     pub(crate) fn json(self, value: &Value) -> Self {
         self.raw("application/json", serde_json::to_vec(value).unwrap())
     }
@@ -432,7 +430,12 @@ pub(crate) async fn collect(resp: Response<Body>) -> Got {
 }
 
 pub(crate) async fn send(api: &FakeApi, req: Req) -> Got {
-    send_with(api, &HttpConfig::default(), req, Caller::anonymous()).await
+    send_configured(api, &HttpConfig::default(), req).await
+}
+
+/// An anonymous caller's request under `config`.
+pub(crate) async fn send_configured(api: &FakeApi, config: &HttpConfig, req: Req) -> Got {
+    send_with(api, config, req, Caller::anonymous()).await
 }
 
 pub(crate) async fn send_with(api: &FakeApi, config: &HttpConfig, req: Req, caller: Caller) -> Got {

@@ -1,7 +1,7 @@
 //! The agent card endpoint: content, caching headers, conditional GET.
 
-use crate::testkit::{FakeApi, Req, send, send_with};
-use crate::{AGENT_CARD_PATH, Caller, HttpConfig};
+use crate::testkit::{FakeApi, Req, send, send_configured};
+use crate::{AGENT_CARD_PATH, HttpConfig};
 
 #[tokio::test]
 async fn the_card_with_cache_headers() {
@@ -61,13 +61,7 @@ async fn max_age_is_configurable_and_only_get_and_head_are_allowed() {
         ..HttpConfig::default()
     };
     let api = FakeApi::new();
-    let got = send_with(
-        &api,
-        &config,
-        Req::get(AGENT_CARD_PATH),
-        Caller::anonymous(),
-    )
-    .await;
+    let got = send_configured(&api, &config, Req::get(AGENT_CARD_PATH)).await;
     assert_eq!(got.header("cache-control"), Some("public, max-age=60"));
     let got = send(&api, Req::new("HEAD", AGENT_CARD_PATH)).await;
     assert_eq!(got.status, 200);

@@ -13,10 +13,7 @@ fn rpc_get_task() -> Req {
 
 #[tokio::test]
 async fn a_missing_version_means_0_3_and_is_refused_on_both_bindings() {
-    for req in [
-        rpc_get_task().without_version(),
-        rpc_get_task().without_version().header("a2a-version", ""),
-    ] {
+    for req in [rpc_get_task().without_version(), rpc_get_task().version("")] {
         let api = FakeApi::new();
         let body = send(&api, req).await.json();
         assert_eq!(body["error"]["code"], -32009);
@@ -39,23 +36,10 @@ async fn a_missing_version_means_0_3_and_is_refused_on_both_bindings() {
 #[tokio::test]
 async fn other_versions_are_refused_naming_the_version() {
     let api = FakeApi::new();
-    let body = send(
-        &api,
-        rpc_get_task()
-            .without_version()
-            .header("A2A-Version", "99.0"),
-    )
-    .await
-    .json();
+    let body = send(&api, rpc_get_task().version("99.0")).await.json();
     assert_eq!(body["error"]["code"], -32009);
     assert!(body["error"]["message"].as_str().unwrap().contains("99.0"));
-    let got = send(
-        &api,
-        Req::post("/tasks/t:cancel")
-            .without_version()
-            .header("a2a-version", "0.3"),
-    )
-    .await;
+    let got = send(&api, Req::post("/tasks/t:cancel").version("0.3")).await;
     assert_eq!(got.status, 400);
     assert!(
         got.json()["error"]["message"]
@@ -69,14 +53,7 @@ async fn other_versions_are_refused_naming_the_version() {
 #[tokio::test]
 async fn patch_versions_and_the_query_parameter_are_accepted() {
     let api = FakeApi::new();
-    let body = send(
-        &api,
-        rpc_get_task()
-            .without_version()
-            .header("a2a-version", "1.0.1"),
-    )
-    .await
-    .json();
+    let body = send(&api, rpc_get_task().version("1.0.1")).await.json();
     assert!(body.get("result").is_some(), "{body}");
     let got = send(
         &api,

@@ -4,8 +4,8 @@ use a2a::{TaskState, methods};
 use a2a_service::ServiceError;
 use serde_json::{Value, json};
 
-use crate::testkit::{Call, FakeApi, Req, send, send_with};
-use crate::{Caller, HttpConfig};
+use crate::HttpConfig;
+use crate::testkit::{Call, FakeApi, Req, send, send_configured};
 
 type Check = Box<dyn Fn(&Call) -> bool>;
 
@@ -331,11 +331,11 @@ async fn the_configured_path_with_and_without_a_trailing_slash() {
         let api = FakeApi::new();
         let req = Req::post(path)
             .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t"}}));
-        let got = send_with(&api, &config, req, Caller::anonymous()).await;
+        let got = send_configured(&api, &config, req).await;
         assert!(got.json().get("result").is_some(), "{path}");
     }
     let api = FakeApi::new();
-    let got = send_with(&api, &config, Req::get("/a2a/jsonrpc"), Caller::anonymous()).await;
+    let got = send_configured(&api, &config, Req::get("/a2a/jsonrpc")).await;
     assert_eq!(got.status, 405);
     assert_eq!(got.header("allow"), Some("POST"));
 }

@@ -1,14 +1,13 @@
 //! The HTTP+JSON binding: all 11 methods, tenants, ids, bodies, errors.
 
-use a2a::TaskState;
+use a2a::{TaskState, methods};
 use a2a_service::ServiceError;
 use serde_json::{Value, json};
 
-use crate::testkit::{Call, FakeApi, Got, Req, send, send_with};
-use crate::{Caller, HttpConfig};
+use crate::testkit::{Call, FakeApi, Got, Req, send, send_configured};
+use crate::{HttpConfig, Method, Serves};
 
 type Check = Box<dyn Fn(&Call) -> bool>;
-type TenantOf = Box<dyn Fn(&Call) -> Option<String>>;
 
 fn send_body() -> Value {
     json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}})
@@ -301,57 +300,30 @@ async fn path_ids_win_and_must_agree() {
 
 #[tokio::test]
 async fn tenant_prefix_is_copied_into_the_request() {
-    let cases: Vec<(Req, TenantOf)> = vec![
+    let cases = [
         (
             Req::post("/acme/message:send")
                 .json(&json!({"message": send_body()["message"], "tenant": "other"})),
-            Box::new(|c| match c {
-                Call::SendMessage(r) => r.tenant.clone(),
-                _ => None,
-            }),
+            Method::SendMessage,
         ),
-        (
-            Req::get("/acme/tasks/t-1"),
-            Box::new(|c| match c {
-                Call::GetTask(r) => r.tenant.clone(),
-                _ => None,
-            }),
-        ),
-        (
-            Req::get("/acme/tasks"),
-            Box::new(|c| match c {
-                Call::ListTasks(r) => r.tenant.clone(),
-                _ => None,
-            }),
-        ),
-        (
-            Req::post("/acme/tasks/t-1:cancel"),
-            Box::new(|c| match c {
-                Call::CancelTask(r) => r.tenant.clone(),
-                _ => None,
-            }),
-        ),
+        (Req::get("/acme/tasks/t-1"), Method::GetTask),
+        (Req::get("/acme/tasks"), Method::ListTasks),
+        (Req::post("/acme/tasks/t-1:cancel"), Method::CancelTask),
         (
             Req::get("/acme/tasks/t-1/pushNotificationConfigs/c"),
-            Box::new(|c| match c {
-                Call::GetPushConfig(r) => r.tenant.clone(),
-                _ => None,
-            }),
+            Method::GetPushConfig,
         ),
         (
             Req::get("/acme/extendedAgentCard"),
-            Box::new(|c| match c {
-                Call::GetExtendedAgentCard(r) => r.tenant.clone(),
-                _ => None,
-            }),
+            Method::GetExtendedAgentCard,
         ),
     ];
-    for (req, tenant) in cases {
+    for (req, method) in cases {
         let api = FakeApi::new();
         let got = send(&api, req).await;
         assert_eq!(got.status, 200, "{}", got.text());
         let (_, call) = api.only_call();
-        assert_eq!(tenant(&call).as_deref(), Some("acme"), "{call:?}");
+        assert_eq!(call.method_and_tenant(), (method, Some("acme")), "{call:?}");
     }
 }
 
@@ -411,23 +383,11 @@ async fn rest_prefix_moves_the_routes() {
         ..HttpConfig::default()
     };
     let api = FakeApi::new();
-    let got = send_with(
-        &api,
-        &config,
-        Req::get("/rest/tasks/t-1"),
-        Caller::anonymous(),
-    )
-    .await;
+    let got = send_configured(&api, &config, Req::get("/rest/tasks/t-1")).await;
     assert_eq!(got.status, 200);
-    let got = send_with(
-        &api,
-        &config,
-        Req::get("/rest/acme/tasks/t-1"),
-        Caller::anonymous(),
-    )
-    .await;
+    let got = send_configured(&api, &config, Req::get("/rest/acme/tasks/t-1")).await;
     assert_eq!(got.status, 200);
-    let got = send_with(&api, &config, Req::get("/tasks/t-1"), Caller::anonymous()).await;
+    let got = send_configured(&api, &config, Req::get("/tasks/t-1")).await;
     assert_eq!(got.status, 404);
 }
 
@@ -494,60 +454,55 @@ async fn service_errors_on_the_wire() {
     assert_eq!(body["error"]["details"][0]["metadata"]["taskId"], "t-1");
 }
 
+/// A unit that serves part of the API answers each of `others` with 404, calling nothing (nor
+/// having called anything before).
+async fn assert_routes_refused(
+    api: &FakeApi,
+    config: &HttpConfig,
+    others: impl IntoIterator<Item = Req>,
+) {
+    for req in others {
+        let got = send_configured(api, config, req).await;
+        assert_rest_error(&got, 404, "NOT_FOUND", "METHOD_NOT_FOUND");
+    }
+    assert!(api.calls().is_empty());
+}
+
 /// A deployment unit that serves one method answers its own route (a wrong HTTP method there
 /// still gets 405) and refuses every other route, the card and JSON-RPC, calling nothing.
 #[tokio::test]
 async fn a_unit_serving_one_method_refuses_every_other_route() {
-    use crate::{Method, Serves};
     let get_task = HttpConfig {
         serves: Serves::Rest(Method::GetTask),
         ..HttpConfig::default()
     };
     let api = FakeApi::new();
-    let got = send_with(&api, &get_task, Req::get("/tasks/t-1"), Caller::anonymous()).await;
+    let got = send_configured(&api, &get_task, Req::get("/tasks/t-1")).await;
     assert_eq!(got.status, 200, "{}", got.text());
     assert!(matches!(api.only_call().1, Call::GetTask(r) if r.id == "t-1"));
 
     let api = FakeApi::new();
-    let wrong_verb = send_with(
-        &api,
-        &get_task,
-        Req::new("DELETE", "/tasks/t-1"),
-        Caller::anonymous(),
-    )
-    .await;
+    let wrong_verb = send_configured(&api, &get_task, Req::new("DELETE", "/tasks/t-1")).await;
     assert_eq!(wrong_verb.status, 405, "{}", wrong_verb.text());
-    for req in [
+    let others = [
         Req::post("/message:send").json(&send_body()),
         Req::post("/tasks/t-1:cancel"),
         Req::get("/tasks"),
         Req::get("/.well-known/agent-card.json"),
-        Req::post("/").json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t-1"}}),
-        ),
-    ] {
-        let got = send_with(&api, &get_task, req, Caller::anonymous()).await;
-        assert_rest_error(&got, 404, "NOT_FOUND", "METHOD_NOT_FOUND");
-    }
-    assert!(api.calls().is_empty());
+        Req::rpc(methods::GET_TASK, json!({"id": "t-1"})),
+    ];
+    assert_routes_refused(&api, &get_task, others).await;
 
     let jsonrpc = HttpConfig {
         serves: Serves::JsonRpc,
         ..HttpConfig::default()
     };
-    let got = send_with(&api, &jsonrpc, Req::get("/tasks/t-1"), Caller::anonymous()).await;
-    assert_rest_error(&got, 404, "NOT_FOUND", "METHOD_NOT_FOUND");
+    assert_routes_refused(&api, &jsonrpc, [Req::get("/tasks/t-1")]).await;
     let card = HttpConfig {
         serves: Serves::AgentCard,
         ..HttpConfig::default()
     };
-    let got = send_with(
-        &api,
-        &card,
-        Req::get("/.well-known/agent-card.json"),
-        Caller::anonymous(),
-    )
-    .await;
+    let got = send_configured(&api, &card, Req::get("/.well-known/agent-card.json")).await;
     assert_eq!(got.status, 200);
     assert!(api.calls().is_empty());
 }
@@ -556,7 +511,6 @@ async fn a_unit_serving_one_method_refuses_every_other_route() {
 /// (GetTask, CancelTask, SubscribeToTask by GET and POST) and refuses every other route.
 #[tokio::test]
 async fn the_task_resource_unit_answers_the_three_methods_on_tasks_id() {
-    use crate::{Method, Serves};
     let task = HttpConfig {
         serves: Serves::TaskResource,
         ..HttpConfig::default()
@@ -568,7 +522,7 @@ async fn the_task_resource_unit_answers_the_three_methods_on_tasks_id() {
         Req::post("/tasks/t-1:subscribe"),
     ] {
         let api = FakeApi::new();
-        let got = send_with(&api, &task, req, Caller::anonymous()).await;
+        let got = send_configured(&api, &task, req).await;
         assert_eq!(got.status, 200, "{}", got.text());
         assert!(matches!(
             api.only_call().1,
@@ -576,27 +530,16 @@ async fn the_task_resource_unit_answers_the_three_methods_on_tasks_id() {
         ));
     }
     let api = FakeApi::new();
-    let got = send_with(
-        &api,
-        &task,
-        Req::new("DELETE", "/tasks/t-1"),
-        Caller::anonymous(),
-    )
-    .await;
+    let got = send_configured(&api, &task, Req::new("DELETE", "/tasks/t-1")).await;
     assert_eq!(got.status, 405, "{}", got.text());
-    for req in [
+    let others = [
         Req::post("/message:send").json(&send_body()),
         Req::get("/tasks"),
         Req::get("/tasks/t-1/pushNotificationConfigs"),
         Req::get("/.well-known/agent-card.json"),
-        Req::post("/").json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t-1"}}),
-        ),
-    ] {
-        let got = send_with(&api, &task, req, Caller::anonymous()).await;
-        assert_rest_error(&got, 404, "NOT_FOUND", "METHOD_NOT_FOUND");
-    }
-    assert!(api.calls().is_empty());
+        Req::rpc(methods::GET_TASK, json!({"id": "t-1"})),
+    ];
+    assert_routes_refused(&api, &task, others).await;
     assert!(Serves::TaskResource.may_stream());
     assert!(!Serves::TaskResource.answers_rest(Method::ListTasks));
 }

@@ -8,8 +8,10 @@ use futures::StreamExt;
 use futures::stream;
 use serde_json::{Value, json};
 
-use crate::testkit::{FakeApi, Got, Req, card, send, send_with, sse_data, status_update, task};
-use crate::{Caller, HttpConfig};
+use crate::HttpConfig;
+use crate::testkit::{
+    FakeApi, Got, Req, card, send, send_configured, sse_data, status_update, task,
+};
 
 fn stream_rpc() -> Req {
     Req::rpc(
@@ -183,36 +185,24 @@ async fn keep_alives_while_idle_default_every_15_seconds() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn keep_alive_interval_is_configurable_and_can_be_disabled() {
+/// A subscription to [`slow_stream`] with keep-alives every `keep_alive` (zero: none).
+async fn subscribe_slowly(keep_alive: Duration) -> Got {
     let config = HttpConfig {
-        keep_alive: Duration::from_secs(6),
+        keep_alive,
         ..HttpConfig::default()
     };
     let api = FakeApi::new().streaming(slow_stream);
-    let got = send_with(
-        &api,
-        &config,
-        Req::get("/tasks/t:subscribe"),
-        Caller::anonymous(),
-    )
-    .await;
+    send_configured(&api, &config, Req::get("/tasks/t:subscribe")).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn keep_alive_interval_is_configurable_and_can_be_disabled() {
+    let got = subscribe_slowly(Duration::from_secs(6)).await;
     let keep_alives = frames(&got).iter().filter(|f| f.starts_with(':')).count();
     assert_eq!(keep_alives, 6);
     assert_eq!(got.events().len(), 2);
 
-    let config = HttpConfig {
-        keep_alive: Duration::ZERO,
-        ..HttpConfig::default()
-    };
-    let api = FakeApi::new().streaming(slow_stream);
-    let got = send_with(
-        &api,
-        &config,
-        Req::get("/tasks/t:subscribe"),
-        Caller::anonymous(),
-    )
-    .await;
+    let got = subscribe_slowly(Duration::ZERO).await;
     assert_eq!(frames(&got).len(), 2);
 }
 
