@@ -7,42 +7,31 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Reply, Stub, closed_url};
+use common::{Reply, Stub, closed_url, hello, request_to};
 use models::{
     Model, ModelError, ModelReply, ModelRequest, Models, OpenAiModel, RetryPolicy, ToolCall,
     ToolDefinition, ToolResult, Turn,
 };
 use serde_json::{Value, json};
-use task_core::commands::{ModelSpec, ProviderKind};
+use task_core::commands::ProviderKind;
 use task_core::extension::Effort;
 
-fn spec(settings: Value) -> ModelSpec {
-    ModelSpec {
-        id: "gpt-test".into(),
-        provider: ProviderKind::Openai,
-        default_effort: None,
-        settings: match settings {
-            Value::Object(map) => map,
-            _ => panic!("settings are an object"),
-        },
-    }
-}
-
 fn request(settings: Value, turns: Vec<Turn>) -> ModelRequest {
-    ModelRequest {
-        task_name: "t".into(),
-        model: spec(settings),
-        effort: None,
-        system: "You are a helpful agent.".into(),
-        turns,
-        tools: Default::default(),
-    }
+    request_to("gpt-test", ProviderKind::Openai, settings, turns)
 }
 
-fn hello() -> Vec<Turn> {
-    vec![Turn::User {
-        text: "Hello?".into(),
-    }]
+/// The error of one call through the provider alone (it does not retry) to `base_url`.
+async fn call_fails(base_url: &str) -> ModelError {
+    with_keys(&[])
+        .complete(&request(json!({"base_url": base_url}), hello()))
+        .await
+        .unwrap_err()
+}
+
+/// The error of one call to a stub that answers `reply`.
+async fn answered(reply: Reply) -> ModelError {
+    let stub = Stub::start(vec![reply]).await;
+    call_fails(&stub.url).await
 }
 
 fn completion(message: Value) -> Reply {
@@ -67,14 +56,6 @@ fn with_keys(keys: &[(&'static str, &'static str)]) -> OpenAiModel {
             .map(|(_, k)| k.to_string())
     })
     .unwrap()
-}
-
-fn quick(attempts: u32) -> RetryPolicy {
-    RetryPolicy {
-        attempts,
-        base_delay: Duration::from_millis(1),
-        max_delay: Duration::from_millis(4),
-    }
 }
 
 #[tokio::test]
@@ -315,7 +296,8 @@ async fn throttling_is_retried_by_models_until_it_succeeds() {
         completion(json!({"role": "assistant", "content": "after the wait"})),
     ])
     .await;
-    let models = Models::new(quick(4)).with(ProviderKind::Openai, Arc::new(with_keys(&[])));
+    let models =
+        Models::new(RetryPolicy::quick(4)).with(ProviderKind::Openai, Arc::new(with_keys(&[])));
     let reply = models
         .complete(&request(json!({"base_url": stub.url}), hello()))
         .await
@@ -324,15 +306,11 @@ async fn throttling_is_retried_by_models_until_it_succeeds() {
     assert_eq!(stub.count(), 2, "one throttled call, one retry");
 
     // Alone, the provider reports the throttling.
-    let stub = Stub::start(vec![Reply::json(
+    let err = answered(Reply::json(
         429,
         json!({"error": {"message": "Rate limit reached"}}),
-    )])
+    ))
     .await;
-    let err = with_keys(&[])
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap_err();
     assert_eq!(
         err,
         ModelError::Throttled("HTTP 429: Rate limit reached".into())
@@ -342,7 +320,8 @@ async fn throttling_is_retried_by_models_until_it_succeeds() {
 #[tokio::test]
 async fn server_errors_are_unavailable_after_the_retries() {
     let stub = Stub::start(vec![Reply::raw(500, "upstream exploded")]).await;
-    let models = Models::new(quick(3)).with(ProviderKind::Openai, Arc::new(with_keys(&[])));
+    let models =
+        Models::new(RetryPolicy::quick(3)).with(ProviderKind::Openai, Arc::new(with_keys(&[])));
     let err = models
         .complete(&request(json!({"base_url": stub.url}), hello()))
         .await
@@ -354,11 +333,7 @@ async fn server_errors_are_unavailable_after_the_retries() {
     assert_eq!(stub.count(), 3, "every attempt reached the server");
 
     for status in [408, 504] {
-        let stub = Stub::start(vec![Reply::raw(status, "")]).await;
-        let err = with_keys(&[])
-            .complete(&request(json!({"base_url": stub.url}), hello()))
-            .await
-            .unwrap_err();
+        let err = answered(Reply::raw(status, "")).await;
         assert_eq!(
             err,
             ModelError::TimedOut(format!("HTTP {status}: (no message)"))
@@ -368,10 +343,7 @@ async fn server_errors_are_unavailable_after_the_retries() {
 
 #[tokio::test]
 async fn connection_failures_are_unavailable_and_timeouts_timed_out() {
-    let err = with_keys(&[])
-        .complete(&request(json!({"base_url": closed_url().await}), hello()))
-        .await
-        .unwrap_err();
+    let err = call_fails(&closed_url().await).await;
     assert!(matches!(err, ModelError::Unavailable(_)), "{err:?}");
 
     let stub = Stub::start(vec![
@@ -419,11 +391,7 @@ async fn the_public_message_of_a_failure_is_its_class_alone() {
         ),
     ];
     for (reply, public) in cases {
-        let stub = Stub::start(vec![reply]).await;
-        let err = with_keys(&[])
-            .complete(&request(json!({"base_url": stub.url}), hello()))
-            .await
-            .unwrap_err();
+        let err = answered(reply).await;
         assert!(
             err.to_string().contains("10.1.2.3"),
             "the log keeps the details: {err}"
@@ -431,20 +399,14 @@ async fn the_public_message_of_a_failure_is_its_class_alone() {
         assert_eq!(err.public_message(), public, "{err:?}");
     }
     let closed = closed_url().await;
-    let err = with_keys(&[])
-        .complete(&request(json!({"base_url": closed}), hello()))
-        .await
-        .unwrap_err();
+    let err = call_fails(&closed).await;
     assert!(
         err.to_string()
             .contains(closed.trim_start_matches("http://")),
         "{err}"
     );
     assert_eq!(err.public_message(), "the model provider is unavailable");
-    let err = with_keys(&[])
-        .complete(&request(json!({"base_url": "not a url"}), hello()))
-        .await
-        .unwrap_err();
+    let err = call_fails("not a url").await;
     assert_eq!(err.public_message(), "the model is misconfigured");
 }
 
@@ -458,7 +420,8 @@ async fn client_errors_are_rejected_with_the_providers_message_and_not_retried()
         }}),
     )])
     .await;
-    let models = Models::new(quick(4)).with(ProviderKind::Openai, Arc::new(with_keys(&[])));
+    let models =
+        Models::new(RetryPolicy::quick(4)).with(ProviderKind::Openai, Arc::new(with_keys(&[])));
     let err = models
         .complete(&request(json!({"base_url": stub.url}), hello()))
         .await
@@ -473,11 +436,7 @@ async fn client_errors_are_rejected_with_the_providers_message_and_not_retried()
     assert_eq!(stub.count(), 1);
 
     // A long plain-text body is cut.
-    let stub = Stub::start(vec![Reply::raw(401, &"x".repeat(5000))]).await;
-    let err = with_keys(&[])
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap_err();
+    let err = answered(Reply::raw(401, &"x".repeat(5000))).await;
     match err {
         ModelError::Rejected(message) => {
             assert!(message.starts_with("HTTP 401: xxx"), "{message}");
@@ -496,11 +455,7 @@ async fn a_success_that_is_not_a_completion_is_an_invalid_reply() {
         r#"{"choices": [{"message": {"content": 42}}]}"#,
         r#"{"choices": [{"message": {"tool_calls": [{"id": "c", "function": {}}]}}]}"#,
     ] {
-        let stub = Stub::start(vec![Reply::raw(200, body)]).await;
-        let err = with_keys(&[])
-            .complete(&request(json!({"base_url": stub.url}), hello()))
-            .await
-            .unwrap_err();
+        let err = answered(Reply::raw(200, body)).await;
         assert!(
             matches!(err, ModelError::InvalidReply(_)),
             "{body}: {err:?}"

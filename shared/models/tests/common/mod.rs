@@ -1,5 +1,6 @@
-//! A stub HTTP server on 127.0.0.1 for the provider tests: it records every request and plays
-//! programmed replies in order (the last one again once they are spent).
+//! What the provider tests share: a stub HTTP server on 127.0.0.1 that records every request
+//! and plays programmed replies in order (the last one again once they are spent), and the
+//! requests they send.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,7 +12,9 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use models::{ModelRequest, Turn};
 use serde_json::Value;
+use task_core::commands::{ModelSpec, ProviderKind};
 
 /// One request the stub received.
 #[derive(Debug, Clone)]
@@ -152,4 +155,36 @@ pub async fn closed_url() -> String {
     let url = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
     url
+}
+
+/// A request to the catalog entry `id` of `provider`, with these settings and turns.
+pub fn request_to(
+    id: &str,
+    provider: ProviderKind,
+    settings: Value,
+    turns: Vec<Turn>,
+) -> ModelRequest {
+    ModelRequest {
+        task_name: "t".into(),
+        model: ModelSpec {
+            id: id.into(),
+            provider,
+            default_effort: None,
+            settings: match settings {
+                Value::Object(map) => map,
+                _ => panic!("settings are an object"),
+            },
+        },
+        effort: None,
+        system: "You are a helpful agent.".into(),
+        turns,
+        tools: Default::default(),
+    }
+}
+
+/// One user message.
+pub fn hello() -> Vec<Turn> {
+    vec![Turn::User {
+        text: "Hello?".into(),
+    }]
 }
