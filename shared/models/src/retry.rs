@@ -103,12 +103,9 @@ mod tests {
 
     #[tokio::test]
     async fn transient_failures_are_retried_until_the_attempts_are_spent() {
-        let (result, calls) = always_failing(
-            RetryPolicy::quick(3),
-            ModelError::Throttled("slow down".into()),
-        )
-        .await;
-        assert_eq!(result, Err(ModelError::Throttled("slow down".into())));
+        let throttled = ModelError::Throttled("slow down".into());
+        let (result, calls) = always_failing(RetryPolicy::quick(3), throttled.clone()).await;
+        assert_eq!(result, Err(throttled));
         assert_eq!(calls, 3);
 
         let calls = AtomicU32::new(0);

@@ -59,6 +59,17 @@ async fn call_fails(endpoint: &str) -> ModelError {
         .unwrap_err()
 }
 
+/// One call through `Models`, which makes `attempts` calls in all while they fail transiently.
+async fn through_models(attempts: u32, endpoint: &str) -> Result<ModelReply, ModelError> {
+    Models::new(RetryPolicy::quick(attempts))
+        .with(
+            ProviderKind::Bedrock,
+            Arc::new(BedrockModel::new(&sdk_config(endpoint))),
+        )
+        .complete(&request(json!({"model_id": CLAUDE}), hello()))
+        .await
+}
+
 /// The error of one call to a stub that answers `reply`.
 async fn answered(reply: Reply) -> ModelError {
     let stub = Stub::start(vec![reply]).await;
@@ -386,14 +397,7 @@ async fn throttling_is_reported_once_and_retried_by_models() {
         converse(json!([{"text": "after the wait"}]), "end_turn"),
     ])
     .await;
-    let models = Models::new(RetryPolicy::quick(4)).with(
-        ProviderKind::Bedrock,
-        Arc::new(BedrockModel::new(&sdk_config(&stub.url))),
-    );
-    let reply = models
-        .complete(&request(json!({"model_id": CLAUDE}), hello()))
-        .await
-        .unwrap();
+    let reply = through_models(4, &stub.url).await.unwrap();
     assert_eq!(reply, ModelReply::text("after the wait"));
     assert_eq!(stub.count(), 2);
 
@@ -415,14 +419,7 @@ async fn refusals_are_rejected_with_the_message_and_not_retried() {
         "The model returned the following errors: messages: roles must alternate",
     )])
     .await;
-    let models = Models::new(RetryPolicy::quick(4)).with(
-        ProviderKind::Bedrock,
-        Arc::new(BedrockModel::new(&sdk_config(&stub.url))),
-    );
-    let err = models
-        .complete(&request(json!({"model_id": CLAUDE}), hello()))
-        .await
-        .unwrap_err();
+    let err = through_models(4, &stub.url).await.unwrap_err();
     assert_eq!(
         err,
         ModelError::Rejected(

@@ -28,6 +28,14 @@ async fn call_fails(base_url: &str) -> ModelError {
         .unwrap_err()
 }
 
+/// One call through `Models`, which makes `attempts` calls in all while they fail transiently.
+async fn through_models(attempts: u32, base_url: &str) -> Result<ModelReply, ModelError> {
+    Models::new(RetryPolicy::quick(attempts))
+        .with(ProviderKind::Openai, Arc::new(with_keys(&[])))
+        .complete(&request(json!({"base_url": base_url}), hello()))
+        .await
+}
+
 /// The error of one call to a stub that answers `reply`.
 async fn answered(reply: Reply) -> ModelError {
     let stub = Stub::start(vec![reply]).await;
@@ -296,12 +304,7 @@ async fn throttling_is_retried_by_models_until_it_succeeds() {
         completion(json!({"role": "assistant", "content": "after the wait"})),
     ])
     .await;
-    let models =
-        Models::new(RetryPolicy::quick(4)).with(ProviderKind::Openai, Arc::new(with_keys(&[])));
-    let reply = models
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap();
+    let reply = through_models(4, &stub.url).await.unwrap();
     assert_eq!(reply, ModelReply::text("after the wait"));
     assert_eq!(stub.count(), 2, "one throttled call, one retry");
 
@@ -320,12 +323,7 @@ async fn throttling_is_retried_by_models_until_it_succeeds() {
 #[tokio::test]
 async fn server_errors_are_unavailable_after_the_retries() {
     let stub = Stub::start(vec![Reply::raw(500, "upstream exploded")]).await;
-    let models =
-        Models::new(RetryPolicy::quick(3)).with(ProviderKind::Openai, Arc::new(with_keys(&[])));
-    let err = models
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap_err();
+    let err = through_models(3, &stub.url).await.unwrap_err();
     assert_eq!(
         err,
         ModelError::Unavailable("HTTP 500: upstream exploded".into())
@@ -420,12 +418,7 @@ async fn client_errors_are_rejected_with_the_providers_message_and_not_retried()
         }}),
     )])
     .await;
-    let models =
-        Models::new(RetryPolicy::quick(4)).with(ProviderKind::Openai, Arc::new(with_keys(&[])));
-    let err = models
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap_err();
+    let err = through_models(4, &stub.url).await.unwrap_err();
     assert_eq!(
         err,
         ModelError::Rejected(
