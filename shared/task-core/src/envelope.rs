@@ -548,28 +548,25 @@ mod tests {
         );
         assert_eq!(ext.lifecycle, Some(Lifecycle::Conversation));
 
-        // An envelope with its own assignee gets no agent appended; the listed sender keeps its role.
-        let ext = created_by(
-            "bob",
-            json!({"name": "n", "goal": "g", "participants": [
-            {"id": "bob", "kind": "human", "role": "admin"},
-            {"id": "carol", "kind": "human", "role": "assignee"}]}),
-        );
-        assert_eq!(
-            roles(&ext),
-            [("bob", Role::Admin), ("carol", Role::Assignee)]
-        );
-
-        // The agent listed in another role becomes the assignee when nobody else is.
-        let ext = created_by(
-            "bob",
-            json!({"name": "n", "goal": "g", "participants": [
-            {"id": "agent", "kind": "agent", "role": "watcher"}]}),
-        );
-        assert_eq!(
-            roles(&ext),
-            [("agent", Role::Assignee), ("bob", Role::Reporter)]
-        );
+        for (envelope_roster, expected) in [
+            // An envelope with its own assignee gets no agent appended; the listed sender keeps its role.
+            (
+                json!([{"id": "bob", "kind": "human", "role": "admin"},
+                       {"id": "carol", "kind": "human", "role": "assignee"}]),
+                [("bob", Role::Admin), ("carol", Role::Assignee)],
+            ),
+            // The agent listed in another role becomes the assignee when nobody else is.
+            (
+                json!([{"id": "agent", "kind": "agent", "role": "watcher"}]),
+                [("agent", Role::Assignee), ("bob", Role::Reporter)],
+            ),
+        ] {
+            let ext = created_by(
+                "bob",
+                json!({"name": "n", "goal": "g", "participants": envelope_roster}),
+            );
+            assert_eq!(roles(&ext), expected, "{expected:?}");
+        }
 
         // A parent on another agent is information the client may give.
         let child = created_by(
