@@ -271,20 +271,15 @@ async fn the_default_provider_reads_the_key_from_the_environment() {
     )])
     .await;
     let model = OpenAiModel::new().unwrap();
-    model
-        .complete(&request(
-            json!({"base_url": stub.url, "api_key_env": "CARGO_PKG_NAME"}),
-            hello(),
-        ))
-        .await
-        .unwrap();
-    model
-        .complete(&request(
-            json!({"base_url": stub.url, "api_key_env": "TINY_HARNESS_SURELY_UNSET_VARIABLE"}),
-            hello(),
-        ))
-        .await
-        .unwrap();
+    for key_env in ["CARGO_PKG_NAME", "TINY_HARNESS_SURELY_UNSET_VARIABLE"] {
+        model
+            .complete(&request(
+                json!({"base_url": stub.url, "api_key_env": key_env}),
+                hello(),
+            ))
+            .await
+            .unwrap();
+    }
     let sent = stub.requests();
     assert_eq!(
         sent[0].header("authorization"),
