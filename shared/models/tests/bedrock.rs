@@ -12,7 +12,7 @@ use std::time::Duration;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_bedrockruntime::config::{Credentials, SharedCredentialsProvider};
 use aws_smithy_http_client::tls;
-use common::{Recorded, Reply, Stub, closed_url, hello, request_to};
+use common::{Recorded, Reply, Stub, closed_url, each_is_an_invalid_reply, hello, request_to};
 use models::{
     BedrockModel, Model, ModelError, ModelReply, ModelRequest, Models, RetryPolicy, ToolCall,
     ToolDefinition, ToolResult, Turn,
@@ -495,16 +495,14 @@ async fn a_reply_without_an_output_message_is_invalid() {
     .await;
     assert!(matches!(err, ModelError::InvalidReply(_)), "{err:?}");
 
-    for body in [
-        "not json",
-        r#"{"output": {"message": {"role": "assistant", "content": 7}}}"#,
-    ] {
-        let err = answered(Reply::raw(200, body)).await;
-        assert!(
-            matches!(err, ModelError::InvalidReply(_)),
-            "{body}: {err:?}"
-        );
-    }
+    each_is_an_invalid_reply(
+        &[
+            "not json",
+            r#"{"output": {"message": {"role": "assistant", "content": 7}}}"#,
+        ],
+        answered,
+    )
+    .await;
 }
 
 #[tokio::test]

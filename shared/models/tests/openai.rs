@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Reply, Stub, closed_url, hello, request_to};
+use common::{Reply, Stub, closed_url, each_is_an_invalid_reply, hello, request_to};
 use models::{
     Model, ModelError, ModelReply, ModelRequest, Models, OpenAiModel, RetryPolicy, ToolCall,
     ToolDefinition, ToolResult, Turn,
@@ -436,19 +436,17 @@ async fn client_errors_are_rejected_with_the_providers_message_and_not_retried()
 
 #[tokio::test]
 async fn a_success_that_is_not_a_completion_is_an_invalid_reply() {
-    for body in [
-        "this is not json",
-        r#"{"id": "x", "object": "chat.completion"}"#,
-        r#"{"choices": []}"#,
-        r#"{"choices": [{"message": {"content": 42}}]}"#,
-        r#"{"choices": [{"message": {"tool_calls": [{"id": "c", "function": {}}]}}]}"#,
-    ] {
-        let err = answered(Reply::raw(200, body)).await;
-        assert!(
-            matches!(err, ModelError::InvalidReply(_)),
-            "{body}: {err:?}"
-        );
-    }
+    each_is_an_invalid_reply(
+        &[
+            "this is not json",
+            r#"{"id": "x", "object": "chat.completion"}"#,
+            r#"{"choices": []}"#,
+            r#"{"choices": [{"message": {"content": 42}}]}"#,
+            r#"{"choices": [{"message": {"tool_calls": [{"id": "c", "function": {}}]}}]}"#,
+        ],
+        answered,
+    )
+    .await;
 }
 
 #[tokio::test]

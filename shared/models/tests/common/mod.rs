@@ -4,6 +4,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use models::{ModelRequest, Turn};
+use models::{ModelError, ModelRequest, Turn};
 use serde_json::Value;
 use task_core::commands::{ModelSpec, ProviderKind};
 
@@ -187,4 +188,20 @@ pub fn hello() -> Vec<Turn> {
     vec![Turn::User {
         text: "Hello?".into(),
     }]
+}
+
+/// Checks that a provider refuses each of these successful (HTTP 200) bodies as an invalid
+/// reply; `answered` makes one call to a stub that answers the given reply.
+pub async fn each_is_an_invalid_reply<F, Fut>(bodies: &[&str], answered: F)
+where
+    F: Fn(Reply) -> Fut,
+    Fut: Future<Output = ModelError>,
+{
+    for body in bodies {
+        let err = answered(Reply::raw(200, body)).await;
+        assert!(
+            matches!(err, ModelError::InvalidReply(_)),
+            "{body}: {err:?}"
+        );
+    }
 }
