@@ -51,12 +51,11 @@ fn request(settings: Value, turns: Vec<Turn>) -> ModelRequest {
     request_to("claude", ProviderKind::Bedrock, settings, turns)
 }
 
-/// The error of one call through the provider alone (the SDK's retries are off) to `endpoint`.
-async fn call_fails(endpoint: &str) -> ModelError {
+/// One call through the provider alone (the SDK's retries are off) to `endpoint`.
+async fn call(endpoint: &str) -> Result<ModelReply, ModelError> {
     BedrockModel::new(&sdk_config(endpoint))
         .complete(&request(json!({"model_id": CLAUDE}), hello()))
         .await
-        .unwrap_err()
 }
 
 /// One call through `Models`, which makes `attempts` calls in all while they fail transiently.
@@ -73,7 +72,7 @@ async fn through_models(attempts: u32, endpoint: &str) -> Result<ModelReply, Mod
 /// The error of one call to a stub that answers `reply`.
 async fn answered(reply: Reply) -> ModelError {
     let stub = Stub::start(vec![reply]).await;
-    call_fails(&stub.url).await
+    call(&stub.url).await.unwrap_err()
 }
 
 fn converse(content: Value, stop_reason: &str) -> Reply {
@@ -113,11 +112,7 @@ async fn a_text_reply_is_the_output_messages_text() {
         "end_turn",
     )])
     .await;
-    let model = BedrockModel::new(&sdk_config(&stub.url));
-    let reply = model
-        .complete(&request(json!({"model_id": CLAUDE}), hello()))
-        .await
-        .unwrap();
+    let reply = call(&stub.url).await.unwrap();
     assert_eq!(reply, ModelReply::text("Hello from Bedrock."));
 
     let sent = stub.requests();
@@ -155,10 +150,7 @@ async fn tool_uses_are_parsed_with_their_ids_names_and_inputs() {
         "tool_use",
     )])
     .await;
-    let reply = BedrockModel::new(&sdk_config(&stub.url))
-        .complete(&request(json!({"model_id": CLAUDE}), hello()))
-        .await
-        .unwrap();
+    let reply = call(&stub.url).await.unwrap();
     assert_eq!(
         reply,
         ModelReply {
@@ -382,7 +374,7 @@ async fn throttling_is_reported_once_and_retried_by_models() {
     );
     // Alone: one request (the SDK's own retries are off), Throttled.
     let stub = Stub::start(vec![throttled.clone()]).await;
-    let err = call_fails(&stub.url).await;
+    let err = call(&stub.url).await.unwrap_err();
     assert_eq!(
         err,
         ModelError::Throttled(
@@ -460,7 +452,7 @@ async fn service_failures_and_connection_errors_are_unavailable_and_timeouts_tim
         assert_eq!(err.public_message(), "the model provider timed out");
     }
 
-    let err = call_fails(&closed_url().await).await;
+    let err = call(&closed_url().await).await.unwrap_err();
     assert!(matches!(err, ModelError::Unavailable(_)), "{err:?}");
 
     let stub = Stub::start(vec![

@@ -20,12 +20,11 @@ fn request(settings: Value, turns: Vec<Turn>) -> ModelRequest {
     request_to("gpt-test", ProviderKind::Openai, settings, turns)
 }
 
-/// The error of one call through the provider alone (it does not retry) to `base_url`.
-async fn call_fails(base_url: &str) -> ModelError {
+/// One call through the provider alone (it does not retry) to `base_url`.
+async fn call(base_url: &str) -> Result<ModelReply, ModelError> {
     with_keys(&[])
         .complete(&request(json!({"base_url": base_url}), hello()))
         .await
-        .unwrap_err()
 }
 
 /// One call through `Models`, which makes `attempts` calls in all while they fail transiently.
@@ -39,7 +38,7 @@ async fn through_models(attempts: u32, base_url: &str) -> Result<ModelReply, Mod
 /// The error of one call to a stub that answers `reply`.
 async fn answered(reply: Reply) -> ModelError {
     let stub = Stub::start(vec![reply]).await;
-    call_fails(&stub.url).await
+    call(&stub.url).await.unwrap_err()
 }
 
 fn completion(message: Value) -> Reply {
@@ -72,11 +71,7 @@ async fn a_text_reply_is_the_message_content() {
         json!({"role": "assistant", "content": "Hello, human."}),
     )])
     .await;
-    let model = with_keys(&[]);
-    let reply = model
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap();
+    let reply = call(&stub.url).await.unwrap();
     assert_eq!(reply, ModelReply::text("Hello, human."));
     let sent = stub.requests();
     assert_eq!(sent.len(), 1);
@@ -103,10 +98,7 @@ async fn tool_calls_are_parsed_with_their_ids_and_bad_arguments_kept_as_text() {
         ]
     }))])
     .await;
-    let reply = with_keys(&[])
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap();
+    let reply = call(&stub.url).await.unwrap();
     assert_eq!(reply.text, None);
     assert_eq!(
         reply.tool_calls,
@@ -336,7 +328,7 @@ async fn server_errors_are_unavailable_after_the_retries() {
 
 #[tokio::test]
 async fn connection_failures_are_unavailable_and_timeouts_timed_out() {
-    let err = call_fails(&closed_url().await).await;
+    let err = call(&closed_url().await).await.unwrap_err();
     assert!(matches!(err, ModelError::Unavailable(_)), "{err:?}");
 
     let stub = Stub::start(vec![
@@ -392,14 +384,14 @@ async fn the_public_message_of_a_failure_is_its_class_alone() {
         assert_eq!(err.public_message(), public, "{err:?}");
     }
     let closed = closed_url().await;
-    let err = call_fails(&closed).await;
+    let err = call(&closed).await.unwrap_err();
     assert!(
         err.to_string()
             .contains(closed.trim_start_matches("http://")),
         "{err}"
     );
     assert_eq!(err.public_message(), "the model provider is unavailable");
-    let err = call_fails("not a url").await;
+    let err = call("not a url").await.unwrap_err();
     assert_eq!(err.public_message(), "the model is misconfigured");
 }
 
