@@ -115,19 +115,17 @@ async fn a_text_reply_is_the_output_messages_text() {
     let reply = call(&stub.url).await.unwrap();
     assert_eq!(reply, ModelReply::text("Hello from Bedrock."));
 
-    let sent = stub.requests();
-    assert_eq!(sent.len(), 1);
-    assert_eq!(sent[0].method, "POST");
+    let sent = stub.only_post();
     assert_eq!(
-        sent[0].path,
+        sent.path,
         "/model/us.anthropic.claude-sonnet-4-20250514-v1%3A0/converse"
     );
     assert_eq!(
-        credential_scope(&sent[0]),
+        credential_scope(&sent),
         ("us-east-1".to_owned(), "bedrock".to_owned())
     );
     assert_eq!(
-        sent[0].json(),
+        sent.json(),
         json!({
             "messages": [{"role": "user", "content": [{"text": "Hello?"}]}],
             "system": [{"text": "You are a helpful agent."}],

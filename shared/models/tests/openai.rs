@@ -73,15 +73,13 @@ async fn a_text_reply_is_the_message_content() {
     .await;
     let reply = call(&stub.url).await.unwrap();
     assert_eq!(reply, ModelReply::text("Hello, human."));
-    let sent = stub.requests();
-    assert_eq!(sent.len(), 1);
-    assert_eq!(sent[0].method, "POST");
-    assert_eq!(sent[0].path, "/chat/completions");
-    assert_eq!(sent[0].header("content-type"), Some("application/json"));
+    let sent = stub.only_post();
+    assert_eq!(sent.path, "/chat/completions");
+    assert_eq!(sent.header("content-type"), Some("application/json"));
     // No key under OPENAI_API_KEY: no Authorization header (what Ollama accepts).
-    assert_eq!(sent[0].header("authorization"), None);
+    assert_eq!(sent.header("authorization"), None);
     // The model name defaults to the catalog id.
-    assert_eq!(sent[0].json()["model"], "gpt-test");
+    assert_eq!(sent.json()["model"], "gpt-test");
 }
 
 #[tokio::test]

@@ -109,6 +109,14 @@ impl Stub {
         self.requests.lock().unwrap().clone()
     }
 
+    /// The one request the stub got, a POST.
+    pub fn only_post(&self) -> Recorded {
+        let sent = self.requests();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].method, "POST");
+        sent[0].clone()
+    }
+
     pub fn count(&self) -> usize {
         self.requests.lock().unwrap().len()
     }
