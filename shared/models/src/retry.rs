@@ -34,6 +34,15 @@ impl RetryPolicy {
         }
     }
 
+    /// `attempts` calls with millisecond waits (tests of the retry path).
+    pub fn quick(attempts: u32) -> Self {
+        Self {
+            attempts,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(4),
+        }
+    }
+
     fn delay(&self, retry: u32) -> Duration {
         let exp = self
             .base_delay
@@ -74,31 +83,33 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    fn quick(attempts: u32) -> RetryPolicy {
-        RetryPolicy {
-            attempts,
-            base_delay: Duration::from_millis(1),
-            max_delay: Duration::from_millis(4),
-        }
-    }
-
-    #[tokio::test]
-    async fn transient_failures_are_retried_until_the_attempts_are_spent() {
+    /// Runs `policy` over a call that always fails with `error`: the result and the calls made.
+    async fn always_failing(
+        policy: RetryPolicy,
+        error: ModelError,
+    ) -> (Result<(), ModelError>, u32) {
         let calls = AtomicU32::new(0);
-        let result: Result<(), _> = quick(3)
+        let result = policy
             .run(
                 || async {
                     calls.fetch_add(1, Ordering::SeqCst);
-                    Err(ModelError::Throttled("slow down".into()))
+                    Err(error.clone())
                 },
                 "m",
             )
             .await;
-        assert_eq!(result, Err(ModelError::Throttled("slow down".into())));
-        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        (result, calls.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_retried_until_the_attempts_are_spent() {
+        let throttled = ModelError::Throttled("slow down".into());
+        let (result, calls) = always_failing(RetryPolicy::quick(3), throttled.clone()).await;
+        assert_eq!(result, Err(throttled));
+        assert_eq!(calls, 3);
 
         let calls = AtomicU32::new(0);
-        let result = quick(5)
+        let result = RetryPolicy::quick(5)
             .run(
                 || async {
                     match calls.fetch_add(1, Ordering::SeqCst) {
@@ -116,18 +127,13 @@ mod tests {
 
     #[tokio::test]
     async fn other_failures_are_not_retried() {
-        let calls = AtomicU32::new(0);
-        let result: Result<(), _> = quick(5)
-            .run(
-                || async {
-                    calls.fetch_add(1, Ordering::SeqCst);
-                    Err(ModelError::Rejected("bad key".into()))
-                },
-                "m",
-            )
-            .await;
+        let (result, calls) = always_failing(
+            RetryPolicy::quick(5),
+            ModelError::Rejected("bad key".into()),
+        )
+        .await;
         assert!(matches!(result, Err(ModelError::Rejected(_))));
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(calls, 1);
     }
 
     #[test]

@@ -12,13 +12,13 @@ use std::time::Duration;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_bedrockruntime::config::{Credentials, SharedCredentialsProvider};
 use aws_smithy_http_client::tls;
-use common::{Recorded, Reply, Stub, closed_url};
+use common::{Recorded, Reply, Stub, closed_url, each_is_an_invalid_reply, hello, request_to};
 use models::{
     BedrockModel, Model, ModelError, ModelReply, ModelRequest, Models, RetryPolicy, ToolCall,
     ToolDefinition, ToolResult, Turn,
 };
 use serde_json::{Value, json};
-use task_core::commands::{ModelSpec, ProviderKind};
+use task_core::commands::ProviderKind;
 use task_core::extension::Effort;
 
 const CLAUDE: &str = "us.anthropic.claude-sonnet-4-20250514-v1:0";
@@ -48,28 +48,31 @@ fn sdk_config(endpoint: &str) -> SdkConfig {
 }
 
 fn request(settings: Value, turns: Vec<Turn>) -> ModelRequest {
-    ModelRequest {
-        task_name: "t".into(),
-        model: ModelSpec {
-            id: "claude".into(),
-            provider: ProviderKind::Bedrock,
-            default_effort: None,
-            settings: match settings {
-                Value::Object(map) => map,
-                _ => panic!("settings are an object"),
-            },
-        },
-        effort: None,
-        system: "You are a helpful agent.".into(),
-        turns,
-        tools: Default::default(),
-    }
+    request_to("claude", ProviderKind::Bedrock, settings, turns)
 }
 
-fn hello() -> Vec<Turn> {
-    vec![Turn::User {
-        text: "Hello?".into(),
-    }]
+/// One call through the provider alone (the SDK's retries are off) to `endpoint`.
+async fn call(endpoint: &str) -> Result<ModelReply, ModelError> {
+    BedrockModel::new(&sdk_config(endpoint))
+        .complete(&request(json!({"model_id": CLAUDE}), hello()))
+        .await
+}
+
+/// One call through `Models`, which makes `attempts` calls in all while they fail transiently.
+async fn through_models(attempts: u32, endpoint: &str) -> Result<ModelReply, ModelError> {
+    Models::new(RetryPolicy::quick(attempts))
+        .with(
+            ProviderKind::Bedrock,
+            Arc::new(BedrockModel::new(&sdk_config(endpoint))),
+        )
+        .complete(&request(json!({"model_id": CLAUDE}), hello()))
+        .await
+}
+
+/// The error of one call to a stub that answers `reply`.
+async fn answered(reply: Reply) -> ModelError {
+    let stub = Stub::start(vec![reply]).await;
+    call(&stub.url).await.unwrap_err()
 }
 
 fn converse(content: Value, stop_reason: &str) -> Reply {
@@ -86,14 +89,6 @@ fn converse(content: Value, stop_reason: &str) -> Reply {
 
 fn error(status: u16, code: &str, message: &str) -> Reply {
     Reply::json(status, json!({"message": message})).header("x-amzn-errortype", code)
-}
-
-fn quick(attempts: u32) -> RetryPolicy {
-    RetryPolicy {
-        attempts,
-        base_delay: Duration::from_millis(1),
-        max_delay: Duration::from_millis(4),
-    }
 }
 
 /// The SigV4 credential scope of a request: `<key>/<date>/<region>/<service>/aws4_request`.
@@ -117,26 +112,20 @@ async fn a_text_reply_is_the_output_messages_text() {
         "end_turn",
     )])
     .await;
-    let model = BedrockModel::new(&sdk_config(&stub.url));
-    let reply = model
-        .complete(&request(json!({"model_id": CLAUDE}), hello()))
-        .await
-        .unwrap();
+    let reply = call(&stub.url).await.unwrap();
     assert_eq!(reply, ModelReply::text("Hello from Bedrock."));
 
-    let sent = stub.requests();
-    assert_eq!(sent.len(), 1);
-    assert_eq!(sent[0].method, "POST");
+    let sent = stub.only_post();
     assert_eq!(
-        sent[0].path,
+        sent.path,
         "/model/us.anthropic.claude-sonnet-4-20250514-v1%3A0/converse"
     );
     assert_eq!(
-        credential_scope(&sent[0]),
+        credential_scope(&sent),
         ("us-east-1".to_owned(), "bedrock".to_owned())
     );
     assert_eq!(
-        sent[0].json(),
+        sent.json(),
         json!({
             "messages": [{"role": "user", "content": [{"text": "Hello?"}]}],
             "system": [{"text": "You are a helpful agent."}],
@@ -159,10 +148,7 @@ async fn tool_uses_are_parsed_with_their_ids_names_and_inputs() {
         "tool_use",
     )])
     .await;
-    let reply = BedrockModel::new(&sdk_config(&stub.url))
-        .complete(&request(json!({"model_id": CLAUDE}), hello()))
-        .await
-        .unwrap();
+    let reply = call(&stub.url).await.unwrap();
     assert_eq!(
         reply,
         ModelReply {
@@ -386,10 +372,7 @@ async fn throttling_is_reported_once_and_retried_by_models() {
     );
     // Alone: one request (the SDK's own retries are off), Throttled.
     let stub = Stub::start(vec![throttled.clone()]).await;
-    let err = BedrockModel::new(&sdk_config(&stub.url))
-        .complete(&request(json!({"model_id": CLAUDE}), hello()))
-        .await
-        .unwrap_err();
+    let err = call(&stub.url).await.unwrap_err();
     assert_eq!(
         err,
         ModelError::Throttled(
@@ -404,28 +387,17 @@ async fn throttling_is_reported_once_and_retried_by_models() {
         converse(json!([{"text": "after the wait"}]), "end_turn"),
     ])
     .await;
-    let models = Models::new(quick(4)).with(
-        ProviderKind::Bedrock,
-        Arc::new(BedrockModel::new(&sdk_config(&stub.url))),
-    );
-    let reply = models
-        .complete(&request(json!({"model_id": CLAUDE}), hello()))
-        .await
-        .unwrap();
+    let reply = through_models(4, &stub.url).await.unwrap();
     assert_eq!(reply, ModelReply::text("after the wait"));
     assert_eq!(stub.count(), 2);
 
     // A quota error (not modelled by the SDK for Converse) is throttling too.
-    let stub = Stub::start(vec![error(
+    let err = answered(error(
         400,
         "ServiceQuotaExceededException",
         "Your request exceeds the service quota for your account.",
-    )])
+    ))
     .await;
-    let err = BedrockModel::new(&sdk_config(&stub.url))
-        .complete(&request(json!({"model_id": CLAUDE}), hello()))
-        .await
-        .unwrap_err();
     assert!(matches!(err, ModelError::Throttled(_)), "{err:?}");
 }
 
@@ -437,14 +409,7 @@ async fn refusals_are_rejected_with_the_message_and_not_retried() {
         "The model returned the following errors: messages: roles must alternate",
     )])
     .await;
-    let models = Models::new(quick(4)).with(
-        ProviderKind::Bedrock,
-        Arc::new(BedrockModel::new(&sdk_config(&stub.url))),
-    );
-    let err = models
-        .complete(&request(json!({"model_id": CLAUDE}), hello()))
-        .await
-        .unwrap_err();
+    let err = through_models(4, &stub.url).await.unwrap_err();
     assert_eq!(
         err,
         ModelError::Rejected(
@@ -459,11 +424,7 @@ async fn refusals_are_rejected_with_the_message_and_not_retried() {
         (404, "ResourceNotFoundException"),
         (400, "SomethingNewException"),
     ] {
-        let stub = Stub::start(vec![error(status, code, "no")]).await;
-        let err = BedrockModel::new(&sdk_config(&stub.url))
-            .complete(&request(json!({"model_id": CLAUDE}), hello()))
-            .await
-            .unwrap_err();
+        let err = answered(error(status, code, "no")).await;
         assert_eq!(err, ModelError::Rejected(format!("{code}: no")));
     }
 }
@@ -476,11 +437,7 @@ async fn service_failures_and_connection_errors_are_unavailable_and_timeouts_tim
         (429, "ModelNotReadyException"),
         (502, "SomethingNewException"),
     ] {
-        let stub = Stub::start(vec![error(status, code, "try later")]).await;
-        let err = BedrockModel::new(&sdk_config(&stub.url))
-            .complete(&request(json!({"model_id": CLAUDE}), hello()))
-            .await
-            .unwrap_err();
+        let err = answered(error(status, code, "try later")).await;
         assert_eq!(err, ModelError::Unavailable(format!("{code}: try later")));
         assert_eq!(err.public_message(), "the model provider is unavailable");
     }
@@ -488,19 +445,12 @@ async fn service_failures_and_connection_errors_are_unavailable_and_timeouts_tim
         (408, "ModelTimeoutException"),
         (504, "SomethingNewException"),
     ] {
-        let stub = Stub::start(vec![error(status, code, "too slow")]).await;
-        let err = BedrockModel::new(&sdk_config(&stub.url))
-            .complete(&request(json!({"model_id": CLAUDE}), hello()))
-            .await
-            .unwrap_err();
+        let err = answered(error(status, code, "too slow")).await;
         assert_eq!(err, ModelError::TimedOut(format!("{code}: too slow")));
         assert_eq!(err.public_message(), "the model provider timed out");
     }
 
-    let err = BedrockModel::new(&sdk_config(&closed_url().await))
-        .complete(&request(json!({"model_id": CLAUDE}), hello()))
-        .await
-        .unwrap_err();
+    let err = call(&closed_url().await).await.unwrap_err();
     assert!(matches!(err, ModelError::Unavailable(_)), "{err:?}");
 
     let stub = Stub::start(vec![
@@ -524,35 +474,25 @@ async fn service_failures_and_connection_errors_are_unavailable_and_timeouts_tim
 
 #[tokio::test]
 async fn a_reply_without_an_output_message_is_invalid() {
-    let stub = Stub::start(vec![Reply::json(
+    let err = answered(Reply::json(
         200,
         json!({
             "stopReason": "end_turn",
             "usage": {"inputTokens": 1, "outputTokens": 0, "totalTokens": 1},
             "metrics": {"latencyMs": 1}
         }),
-    )])
+    ))
     .await;
-    let err = BedrockModel::new(&sdk_config(&stub.url))
-        .complete(&request(json!({"model_id": CLAUDE}), hello()))
-        .await
-        .unwrap_err();
     assert!(matches!(err, ModelError::InvalidReply(_)), "{err:?}");
 
-    for body in [
-        "not json",
-        r#"{"output": {"message": {"role": "assistant", "content": 7}}}"#,
-    ] {
-        let stub = Stub::start(vec![Reply::raw(200, body)]).await;
-        let err = BedrockModel::new(&sdk_config(&stub.url))
-            .complete(&request(json!({"model_id": CLAUDE}), hello()))
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(err, ModelError::InvalidReply(_)),
-            "{body}: {err:?}"
-        );
-    }
+    each_is_an_invalid_reply(
+        &[
+            "not json",
+            r#"{"output": {"message": {"role": "assistant", "content": 7}}}"#,
+        ],
+        answered,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -588,7 +528,7 @@ async fn a_missing_model_id_is_a_misconfiguration_and_nothing_is_sent() {
 #[tokio::test]
 async fn models_with_network_providers_serves_bedrock_entries() {
     let stub = Stub::start(vec![converse(json!([{"text": "routed"}]), "end_turn")]).await;
-    let models = Models::new(quick(1))
+    let models = Models::new(RetryPolicy::quick(1))
         .with_network_providers(&sdk_config(&stub.url))
         .unwrap();
     let reply = models

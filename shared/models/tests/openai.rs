@@ -7,42 +7,38 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Reply, Stub, closed_url};
+use common::{Reply, Stub, closed_url, each_is_an_invalid_reply, hello, request_to};
 use models::{
     Model, ModelError, ModelReply, ModelRequest, Models, OpenAiModel, RetryPolicy, ToolCall,
     ToolDefinition, ToolResult, Turn,
 };
 use serde_json::{Value, json};
-use task_core::commands::{ModelSpec, ProviderKind};
+use task_core::commands::ProviderKind;
 use task_core::extension::Effort;
 
-fn spec(settings: Value) -> ModelSpec {
-    ModelSpec {
-        id: "gpt-test".into(),
-        provider: ProviderKind::Openai,
-        default_effort: None,
-        settings: match settings {
-            Value::Object(map) => map,
-            _ => panic!("settings are an object"),
-        },
-    }
-}
-
 fn request(settings: Value, turns: Vec<Turn>) -> ModelRequest {
-    ModelRequest {
-        task_name: "t".into(),
-        model: spec(settings),
-        effort: None,
-        system: "You are a helpful agent.".into(),
-        turns,
-        tools: Default::default(),
-    }
+    request_to("gpt-test", ProviderKind::Openai, settings, turns)
 }
 
-fn hello() -> Vec<Turn> {
-    vec![Turn::User {
-        text: "Hello?".into(),
-    }]
+/// One call through the provider alone (it does not retry) to `base_url`.
+async fn call(base_url: &str) -> Result<ModelReply, ModelError> {
+    with_keys(&[])
+        .complete(&request(json!({"base_url": base_url}), hello()))
+        .await
+}
+
+/// One call through `Models`, which makes `attempts` calls in all while they fail transiently.
+async fn through_models(attempts: u32, base_url: &str) -> Result<ModelReply, ModelError> {
+    Models::new(RetryPolicy::quick(attempts))
+        .with(ProviderKind::Openai, Arc::new(with_keys(&[])))
+        .complete(&request(json!({"base_url": base_url}), hello()))
+        .await
+}
+
+/// The error of one call to a stub that answers `reply`.
+async fn answered(reply: Reply) -> ModelError {
+    let stub = Stub::start(vec![reply]).await;
+    call(&stub.url).await.unwrap_err()
 }
 
 fn completion(message: Value) -> Reply {
@@ -69,35 +65,21 @@ fn with_keys(keys: &[(&'static str, &'static str)]) -> OpenAiModel {
     .unwrap()
 }
 
-fn quick(attempts: u32) -> RetryPolicy {
-    RetryPolicy {
-        attempts,
-        base_delay: Duration::from_millis(1),
-        max_delay: Duration::from_millis(4),
-    }
-}
-
 #[tokio::test]
 async fn a_text_reply_is_the_message_content() {
     let stub = Stub::start(vec![completion(
         json!({"role": "assistant", "content": "Hello, human."}),
     )])
     .await;
-    let model = with_keys(&[]);
-    let reply = model
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap();
+    let reply = call(&stub.url).await.unwrap();
     assert_eq!(reply, ModelReply::text("Hello, human."));
-    let sent = stub.requests();
-    assert_eq!(sent.len(), 1);
-    assert_eq!(sent[0].method, "POST");
-    assert_eq!(sent[0].path, "/chat/completions");
-    assert_eq!(sent[0].header("content-type"), Some("application/json"));
+    let sent = stub.only_post();
+    assert_eq!(sent.path, "/chat/completions");
+    assert_eq!(sent.header("content-type"), Some("application/json"));
     // No key under OPENAI_API_KEY: no Authorization header (what Ollama accepts).
-    assert_eq!(sent[0].header("authorization"), None);
+    assert_eq!(sent.header("authorization"), None);
     // The model name defaults to the catalog id.
-    assert_eq!(sent[0].json()["model"], "gpt-test");
+    assert_eq!(sent.json()["model"], "gpt-test");
 }
 
 #[tokio::test]
@@ -114,10 +96,7 @@ async fn tool_calls_are_parsed_with_their_ids_and_bad_arguments_kept_as_text() {
         ]
     }))])
     .await;
-    let reply = with_keys(&[])
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap();
+    let reply = call(&stub.url).await.unwrap();
     assert_eq!(reply.text, None);
     assert_eq!(
         reply.tool_calls,
@@ -282,20 +261,15 @@ async fn the_default_provider_reads_the_key_from_the_environment() {
     )])
     .await;
     let model = OpenAiModel::new().unwrap();
-    model
-        .complete(&request(
-            json!({"base_url": stub.url, "api_key_env": "CARGO_PKG_NAME"}),
-            hello(),
-        ))
-        .await
-        .unwrap();
-    model
-        .complete(&request(
-            json!({"base_url": stub.url, "api_key_env": "TINY_HARNESS_SURELY_UNSET_VARIABLE"}),
-            hello(),
-        ))
-        .await
-        .unwrap();
+    for key_env in ["CARGO_PKG_NAME", "TINY_HARNESS_SURELY_UNSET_VARIABLE"] {
+        model
+            .complete(&request(
+                json!({"base_url": stub.url, "api_key_env": key_env}),
+                hello(),
+            ))
+            .await
+            .unwrap();
+    }
     let sent = stub.requests();
     assert_eq!(
         sent[0].header("authorization"),
@@ -315,24 +289,16 @@ async fn throttling_is_retried_by_models_until_it_succeeds() {
         completion(json!({"role": "assistant", "content": "after the wait"})),
     ])
     .await;
-    let models = Models::new(quick(4)).with(ProviderKind::Openai, Arc::new(with_keys(&[])));
-    let reply = models
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap();
+    let reply = through_models(4, &stub.url).await.unwrap();
     assert_eq!(reply, ModelReply::text("after the wait"));
     assert_eq!(stub.count(), 2, "one throttled call, one retry");
 
     // Alone, the provider reports the throttling.
-    let stub = Stub::start(vec![Reply::json(
+    let err = answered(Reply::json(
         429,
         json!({"error": {"message": "Rate limit reached"}}),
-    )])
+    ))
     .await;
-    let err = with_keys(&[])
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap_err();
     assert_eq!(
         err,
         ModelError::Throttled("HTTP 429: Rate limit reached".into())
@@ -342,11 +308,7 @@ async fn throttling_is_retried_by_models_until_it_succeeds() {
 #[tokio::test]
 async fn server_errors_are_unavailable_after_the_retries() {
     let stub = Stub::start(vec![Reply::raw(500, "upstream exploded")]).await;
-    let models = Models::new(quick(3)).with(ProviderKind::Openai, Arc::new(with_keys(&[])));
-    let err = models
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap_err();
+    let err = through_models(3, &stub.url).await.unwrap_err();
     assert_eq!(
         err,
         ModelError::Unavailable("HTTP 500: upstream exploded".into())
@@ -354,11 +316,7 @@ async fn server_errors_are_unavailable_after_the_retries() {
     assert_eq!(stub.count(), 3, "every attempt reached the server");
 
     for status in [408, 504] {
-        let stub = Stub::start(vec![Reply::raw(status, "")]).await;
-        let err = with_keys(&[])
-            .complete(&request(json!({"base_url": stub.url}), hello()))
-            .await
-            .unwrap_err();
+        let err = answered(Reply::raw(status, "")).await;
         assert_eq!(
             err,
             ModelError::TimedOut(format!("HTTP {status}: (no message)"))
@@ -368,10 +326,7 @@ async fn server_errors_are_unavailable_after_the_retries() {
 
 #[tokio::test]
 async fn connection_failures_are_unavailable_and_timeouts_timed_out() {
-    let err = with_keys(&[])
-        .complete(&request(json!({"base_url": closed_url().await}), hello()))
-        .await
-        .unwrap_err();
+    let err = call(&closed_url().await).await.unwrap_err();
     assert!(matches!(err, ModelError::Unavailable(_)), "{err:?}");
 
     let stub = Stub::start(vec![
@@ -419,11 +374,7 @@ async fn the_public_message_of_a_failure_is_its_class_alone() {
         ),
     ];
     for (reply, public) in cases {
-        let stub = Stub::start(vec![reply]).await;
-        let err = with_keys(&[])
-            .complete(&request(json!({"base_url": stub.url}), hello()))
-            .await
-            .unwrap_err();
+        let err = answered(reply).await;
         assert!(
             err.to_string().contains("10.1.2.3"),
             "the log keeps the details: {err}"
@@ -431,20 +382,14 @@ async fn the_public_message_of_a_failure_is_its_class_alone() {
         assert_eq!(err.public_message(), public, "{err:?}");
     }
     let closed = closed_url().await;
-    let err = with_keys(&[])
-        .complete(&request(json!({"base_url": closed}), hello()))
-        .await
-        .unwrap_err();
+    let err = call(&closed).await.unwrap_err();
     assert!(
         err.to_string()
             .contains(closed.trim_start_matches("http://")),
         "{err}"
     );
     assert_eq!(err.public_message(), "the model provider is unavailable");
-    let err = with_keys(&[])
-        .complete(&request(json!({"base_url": "not a url"}), hello()))
-        .await
-        .unwrap_err();
+    let err = call("not a url").await.unwrap_err();
     assert_eq!(err.public_message(), "the model is misconfigured");
 }
 
@@ -458,11 +403,7 @@ async fn client_errors_are_rejected_with_the_providers_message_and_not_retried()
         }}),
     )])
     .await;
-    let models = Models::new(quick(4)).with(ProviderKind::Openai, Arc::new(with_keys(&[])));
-    let err = models
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap_err();
+    let err = through_models(4, &stub.url).await.unwrap_err();
     assert_eq!(
         err,
         ModelError::Rejected(
@@ -473,11 +414,7 @@ async fn client_errors_are_rejected_with_the_providers_message_and_not_retried()
     assert_eq!(stub.count(), 1);
 
     // A long plain-text body is cut.
-    let stub = Stub::start(vec![Reply::raw(401, &"x".repeat(5000))]).await;
-    let err = with_keys(&[])
-        .complete(&request(json!({"base_url": stub.url}), hello()))
-        .await
-        .unwrap_err();
+    let err = answered(Reply::raw(401, &"x".repeat(5000))).await;
     match err {
         ModelError::Rejected(message) => {
             assert!(message.starts_with("HTTP 401: xxx"), "{message}");
@@ -489,23 +426,17 @@ async fn client_errors_are_rejected_with_the_providers_message_and_not_retried()
 
 #[tokio::test]
 async fn a_success_that_is_not_a_completion_is_an_invalid_reply() {
-    for body in [
-        "this is not json",
-        r#"{"id": "x", "object": "chat.completion"}"#,
-        r#"{"choices": []}"#,
-        r#"{"choices": [{"message": {"content": 42}}]}"#,
-        r#"{"choices": [{"message": {"tool_calls": [{"id": "c", "function": {}}]}}]}"#,
-    ] {
-        let stub = Stub::start(vec![Reply::raw(200, body)]).await;
-        let err = with_keys(&[])
-            .complete(&request(json!({"base_url": stub.url}), hello()))
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(err, ModelError::InvalidReply(_)),
-            "{body}: {err:?}"
-        );
-    }
+    each_is_an_invalid_reply(
+        &[
+            "this is not json",
+            r#"{"id": "x", "object": "chat.completion"}"#,
+            r#"{"choices": []}"#,
+            r#"{"choices": [{"message": {"content": 42}}]}"#,
+            r#"{"choices": [{"message": {"tool_calls": [{"id": "c", "function": {}}]}}]}"#,
+        ],
+        answered,
+    )
+    .await;
 }
 
 #[tokio::test]

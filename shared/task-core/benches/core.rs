@@ -75,33 +75,32 @@ fn intrinsic_call(c: &mut Criterion) {
         extension: small,
         agent: AgentState::default(),
     };
-    let args = json!({"step": "Step 0", "output": "It is done."});
-    c.bench_function(
-        "intrinsic call: complete_step (validate args, apply)",
-        |b| {
-            b.iter(|| {
-                let call = intrinsics()
-                    .invoke("complete_step", black_box(&args))
-                    .map_err(|e| e.to_string());
-                call.map(|call| execute(black_box(&task), Some("agent"), &call, &env))
-            })
-        },
-    );
-    let plan = json!({"steps": [
+    let complete_step = json!({"step": "Step 0", "output": "It is done."});
+    let create_plan = json!({"steps": [
         {"name": "Gather facts", "description": "Read the order"},
         {"name": "Check ledger", "description": "Look it up", "depends_on": ["Gather facts"]},
         {"name": "Decide", "description": "Refund or not", "depends_on": ["Gather facts", "check-ledger"]}]});
-    c.bench_function(
-        "intrinsic call: create_plan, 3 steps (validate args, apply)",
-        |b| {
+    for (name, tool, args) in [
+        (
+            "intrinsic call: complete_step (validate args, apply)",
+            "complete_step",
+            &complete_step,
+        ),
+        (
+            "intrinsic call: create_plan, 3 steps (validate args, apply)",
+            "create_plan",
+            &create_plan,
+        ),
+    ] {
+        c.bench_function(name, |b| {
             b.iter(|| {
                 let call = intrinsics()
-                    .invoke("create_plan", black_box(&plan))
+                    .invoke(tool, black_box(args))
                     .map_err(|e| e.to_string());
                 call.map(|call| execute(black_box(&task), Some("agent"), &call, &env))
             })
-        },
-    );
+        });
+    }
 }
 
 criterion_group!(benches, validate_big_task, intrinsic_call);

@@ -676,6 +676,11 @@ mod tests {
         ok(SurfaceRegistry::default().apply_server_messages(&fixture()))
     }
 
+    /// The fixture's registry after one more updateComponents of its surface `resolution`.
+    fn fixture_updated(components: Value) -> SurfaceRegistry {
+        ok(fixture_registry().apply_server_messages(&[update("resolution", components)]))
+    }
+
     fn create(surface: &str) -> Value {
         json!({"version": V, "createSurface": {"surfaceId": surface, "catalogId": A2UI_BASIC_CATALOG_ID}})
     }
@@ -920,11 +925,9 @@ mod tests {
 
     #[test]
     fn a_later_update_may_replace_a_component() {
-        let second = update(
-            "resolution",
+        let registry = fixture_updated(
             json!([{"id": "q", "component": "Image", "url": "https://example.com/q.png"}]),
         );
-        let registry = ok(fixture_registry().apply_server_messages(&[second]));
         assert_eq!(registry.surfaces["resolution"].components["q"], "Image");
     }
 
@@ -996,11 +999,7 @@ mod tests {
 
     #[test]
     fn references_may_point_to_components_of_earlier_updates() {
-        let card = update(
-            "resolution",
-            json!([{"id": "box", "component": "Card", "child": "q"}]),
-        );
-        let registry = ok(fixture_registry().apply_server_messages(&[card]));
+        let registry = fixture_updated(json!([{"id": "box", "component": "Card", "child": "q"}]));
         assert_eq!(registry.surfaces["resolution"].components["box"], "Card");
     }
 

@@ -355,6 +355,7 @@ pub fn render_recorded(kind: RecordedKind, sender: &str, payload: &Map<String, V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::roles;
     use serde_json::json;
 
     fn data_part(media_type: &str, data: Value) -> Part {
@@ -366,6 +367,11 @@ mod tests {
             Value::Object(m) => m,
             _ => panic!("not an object"),
         }
+    }
+
+    /// A new task of the service `agent`, opened by `sender` with the task envelope `payload`.
+    fn created_by(sender: &str, payload: Value) -> TaskExtension {
+        new_task_extension(sender, "agent", "", Some(&obj(payload))).expect("ok")
     }
 
     fn team() -> TaskExtension {
@@ -532,77 +538,50 @@ mod tests {
 
     #[test]
     fn a_new_task_with_an_envelope() {
-        let ext = new_task_extension(
+        let ext = created_by(
             "alice",
-            "agent",
-            "",
-            Some(&obj(json!({"name": "Audit", "goal": "Audit the ledger"}))),
-        )
-        .expect("ok");
-        let roles: Vec<_> = ext
-            .participants
-            .iter()
-            .map(|p| (p.id.as_str(), p.role))
-            .collect();
+            json!({"name": "Audit", "goal": "Audit the ledger"}),
+        );
         assert_eq!(
-            roles,
+            roles(&ext),
             [("alice", Role::Reporter), ("agent", Role::Assignee)]
         );
         assert_eq!(ext.lifecycle, Some(Lifecycle::Conversation));
 
-        // An envelope with its own assignee gets no agent appended; the listed sender keeps its role.
-        let ext = new_task_extension(
-            "bob",
-            "agent",
-            "",
-            Some(&obj(json!({"name": "n", "goal": "g", "participants": [
-            {"id": "bob", "kind": "human", "role": "admin"},
-            {"id": "carol", "kind": "human", "role": "assignee"}]}))),
-        )
-        .expect("ok");
-        let roles: Vec<_> = ext
-            .participants
-            .iter()
-            .map(|p| (p.id.as_str(), p.role))
-            .collect();
-        assert_eq!(roles, [("bob", Role::Admin), ("carol", Role::Assignee)]);
-
-        // The agent listed in another role becomes the assignee when nobody else is.
-        let ext = new_task_extension(
-            "bob",
-            "agent",
-            "",
-            Some(&obj(json!({"name": "n", "goal": "g", "participants": [
-            {"id": "agent", "kind": "agent", "role": "watcher"}]}))),
-        )
-        .expect("ok");
-        let roles: Vec<_> = ext
-            .participants
-            .iter()
-            .map(|p| (p.id.as_str(), p.role))
-            .collect();
-        assert_eq!(roles, [("agent", Role::Assignee), ("bob", Role::Reporter)]);
+        for (envelope_roster, expected) in [
+            // An envelope with its own assignee gets no agent appended; the listed sender keeps its role.
+            (
+                json!([{"id": "bob", "kind": "human", "role": "admin"},
+                       {"id": "carol", "kind": "human", "role": "assignee"}]),
+                [("bob", Role::Admin), ("carol", Role::Assignee)],
+            ),
+            // The agent listed in another role becomes the assignee when nobody else is.
+            (
+                json!([{"id": "agent", "kind": "agent", "role": "watcher"}]),
+                [("agent", Role::Assignee), ("bob", Role::Reporter)],
+            ),
+        ] {
+            let ext = created_by(
+                "bob",
+                json!({"name": "n", "goal": "g", "participants": envelope_roster}),
+            );
+            assert_eq!(roles(&ext), expected, "{expected:?}");
+        }
 
         // A parent on another agent is information the client may give.
-        let child = new_task_extension(
+        let child = created_by(
             "bob",
-            "agent",
-            "",
-            Some(&obj(json!({"name": "n", "goal": "g",
-            "parent_tasks": [{"task_id": "p", "agent": {"kind": "agent", "id": "planner"}}]}))),
-        )
-        .expect("ok");
+            json!({"name": "n", "goal": "g",
+            "parent_tasks": [{"task_id": "p", "agent": {"kind": "agent", "id": "planner"}}]}),
+        );
         assert_eq!(child.lifecycle, Some(Lifecycle::Delegated));
 
         // The service's own id is its agent, whatever kind the envelope gave it.
-        let ext = new_task_extension(
+        let ext = created_by(
             "bob",
-            "agent",
-            "",
-            Some(&obj(json!({"name": "n", "goal": "g", "participants": [
-            {"id": "agent", "kind": "human", "role": "watcher"}]}))),
-        )
-        .expect("ok");
+            json!({"name": "n", "goal": "g", "participants": [
+            {"id": "agent", "kind": "human", "role": "watcher"}]}),
+        );
         assert_eq!(
             ext.participant("agent").map(|p| (p.kind, p.role)),
             Some((ParticipantKind::Agent, Role::Assignee))

@@ -45,6 +45,8 @@ pub mod policy;
 pub mod skills;
 pub mod states;
 pub mod task;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod tools;
 pub mod validation;
 

@@ -279,18 +279,8 @@ pub fn mirror_sub_task(
 mod tests {
     use super::*;
     use crate::extension::TaskRef;
+    use crate::states::KNOWN_STATES;
     use LifecycleEvent as E;
-
-    const ALL_STATES: [TaskState; 8] = [
-        Submitted,
-        Working,
-        Completed,
-        Failed,
-        Canceled,
-        InputRequired,
-        Rejected,
-        AuthRequired,
-    ];
 
     fn turn(had_tool_calls: bool, help_requested: bool, met: bool, unresolved: bool) -> E {
         E::TurnEnded(TurnSummary {
@@ -611,7 +601,7 @@ mod tests {
             E::Cancel,
             E::Reject,
         ];
-        for state in ALL_STATES {
+        for state in KNOWN_STATES {
             for sub in [None, NEXT, ANSWER] {
                 for lifecycle in [Lifecycle::Conversation, Lifecycle::Delegated] {
                     for event in events {
@@ -632,7 +622,7 @@ mod tests {
 
     #[test]
     fn state_names() {
-        for state in ALL_STATES {
+        for state in KNOWN_STATES {
             let name = state_name(&state);
             assert_eq!(parse_state(name), Some(state.clone()));
             assert_eq!(

@@ -245,31 +245,29 @@ mod tests {
     #[test]
     fn refusals_say_why() {
         let t = task();
-        let msg = |who, action| authorize(&t, who, action).expect_err("refused").to_string();
-        assert_eq!(msg("stranger", Action::Read), "not a participant");
-        assert_eq!(
-            msg("wat", Action::Command),
-            "a watcher may not send commands"
-        );
-        assert_eq!(
-            msg("wat", Action::EditTask),
-            "a watcher may not edit this task"
-        );
-        assert_eq!(
-            msg("wat", Action::SendEvent),
-            "a watcher may not send event envelopes"
-        );
-        assert_eq!(
-            msg("rep", Action::EditParticipants),
-            "only an admin may change participants"
-        );
-        assert_eq!(
-            msg("asg", Action::ChangeRole),
-            "only an admin may change roles"
-        );
-        assert_eq!(
-            msg("asg", Action::Cancel),
-            "only a reporter or an admin may cancel this task"
-        );
+        for (who, action, why) in [
+            ("stranger", Action::Read, "not a participant"),
+            ("wat", Action::Command, "a watcher may not send commands"),
+            ("wat", Action::EditTask, "a watcher may not edit this task"),
+            (
+                "wat",
+                Action::SendEvent,
+                "a watcher may not send event envelopes",
+            ),
+            (
+                "rep",
+                Action::EditParticipants,
+                "only an admin may change participants",
+            ),
+            ("asg", Action::ChangeRole, "only an admin may change roles"),
+            (
+                "asg",
+                Action::Cancel,
+                "only a reporter or an admin may cancel this task",
+            ),
+        ] {
+            let refused = authorize(&t, who, action).expect_err("refused");
+            assert_eq!(refused.to_string(), why, "{who} {action:?}");
+        }
     }
 }

@@ -558,6 +558,18 @@ mod tests {
         SkillLibrary::load_dir(root).expect("root readable")
     }
 
+    /// Loads a root holding the skill `demo` (description `d`) and `files` (paths from the
+    /// root); the directory lasts as long as the returned `TempDir`.
+    fn demo_with(files: &[(&str, &[u8])]) -> (TempDir, SkillLibrary, Vec<SkippedSkill>) {
+        let root = TempDir::new().expect("tmp");
+        write(root.path(), "demo/SKILL.md", md("demo", "d"));
+        for (rel, contents) in files {
+            write(root.path(), rel, contents);
+        }
+        let (lib, skipped) = load(root.path());
+        (root, lib, skipped)
+    }
+
     fn invalid(message: &str) -> SkillInvalid {
         SkillInvalid::new(message)
     }
@@ -858,15 +870,13 @@ mod tests {
 
     #[test]
     fn nested_files_other_dirs_and_top_level_files_are_not_resources() {
-        let root = TempDir::new().expect("tmp");
-        let r = root.path();
-        write(r, "demo/SKILL.md", md("demo", "d"));
-        write(r, "demo/references/sub/deep.md", "deep");
-        write(r, "demo/other/file.md", "other");
-        write(r, "demo/notes.md", "top level");
-        // A resource directory name that is a file, not a directory.
-        write(r, "demo/assets", "not a dir");
-        let (lib, skipped) = load(r);
+        let (_root, lib, skipped) = demo_with(&[
+            ("demo/references/sub/deep.md", b"deep"),
+            ("demo/other/file.md", b"other"),
+            ("demo/notes.md", b"top level"),
+            // A resource directory name that is a file, not a directory.
+            ("demo/assets", b"not a dir"),
+        ]);
         assert!(skipped.is_empty(), "{skipped:?}");
         let skill = lib.get("demo").expect("loaded");
         assert_eq!(skill.resource_index(), "(no resources)");
@@ -933,13 +943,11 @@ mod tests {
 
     #[test]
     fn traversal_shaped_names_are_refused() {
-        let root = TempDir::new().expect("tmp");
-        let r = root.path();
-        write(r, "demo/SKILL.md", md("demo", "d"));
-        write(r, "demo/references/a.md", "A");
-        write(r, "secret", "SECRET");
-        write(r, "demo/SKILL.md.bak", "x");
-        let (lib, _) = load(r);
+        let (_root, lib, _) = demo_with(&[
+            ("demo/references/a.md", b"A"),
+            ("secret", b"SECRET"),
+            ("demo/SKILL.md.bak", b"x"),
+        ]);
         let skill = lib.get("demo").expect("loaded");
         for name in [
             "../secret",
@@ -967,11 +975,7 @@ mod tests {
     fn files_with_a_backslash_in_their_name_are_ignored() {
         // On Unix `\` is an ordinary file name character; such a file could never be
         // addressed safely, so the loader does not list it.
-        let root = TempDir::new().expect("tmp");
-        let r = root.path();
-        write(r, "demo/SKILL.md", md("demo", "d"));
-        write(r, "demo/references/a\\b.md", "x");
-        let (lib, _) = load(r);
+        let (_root, lib, _) = demo_with(&[("demo/references/a\\b.md", b"x")]);
         let skill = lib.get("demo").expect("loaded");
         assert_eq!(skill.resource_index(), "(no resources)");
         assert_eq!(
@@ -982,15 +986,10 @@ mod tests {
 
     #[test]
     fn binary_resource_is_listed_but_not_text() {
-        let root = TempDir::new().expect("tmp");
-        let r = root.path();
-        write(r, "demo/SKILL.md", md("demo", "d"));
-        write(
-            r,
+        let (_root, lib, _) = demo_with(&[(
             "demo/assets/logo.png",
-            [0x89, b'P', b'N', b'G', 0xff, 0xfe],
-        );
-        let (lib, _) = load(r);
+            &[0x89, b'P', b'N', b'G', 0xff, 0xfe],
+        )]);
         let skill = lib.get("demo").expect("loaded");
         assert_eq!(skill.resource_index(), "- assets/logo.png");
         assert_eq!(
@@ -1001,13 +1000,11 @@ mod tests {
 
     #[test]
     fn resource_over_1_mib_is_listed_but_too_large() {
-        let root = TempDir::new().expect("tmp");
-        let r = root.path();
         let limit = usize::try_from(MAX_RESOURCE_BYTES).expect("fits");
-        write(r, "demo/SKILL.md", md("demo", "d"));
-        write(r, "demo/assets/exact.txt", "a".repeat(limit));
-        write(r, "demo/assets/big.txt", "a".repeat(limit + 1));
-        let (lib, _) = load(r);
+        let (_root, lib, _) = demo_with(&[
+            ("demo/assets/exact.txt", "a".repeat(limit).as_bytes()),
+            ("demo/assets/big.txt", "a".repeat(limit + 1).as_bytes()),
+        ]);
         let skill = lib.get("demo").expect("loaded");
         assert_eq!(
             skill.resource_index(),

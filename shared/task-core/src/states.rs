@@ -24,18 +24,19 @@ pub fn short_state_name(state: &TaskState) -> &'static str {
     state_name(state).trim_start_matches("TASK_STATE_")
 }
 
+/// Every state a task can be in (all but `Unspecified`).
+pub(crate) const KNOWN_STATES: [TaskState; 8] = [
+    Submitted,
+    Working,
+    Completed,
+    Failed,
+    Canceled,
+    InputRequired,
+    Rejected,
+    AuthRequired,
+];
+
 /// Parses a ProtoJSON state name.
 pub fn parse_state(name: &str) -> Option<TaskState> {
-    [
-        Submitted,
-        Working,
-        Completed,
-        Failed,
-        Canceled,
-        InputRequired,
-        Rejected,
-        AuthRequired,
-    ]
-    .into_iter()
-    .find(|s| state_name(s) == name)
+    KNOWN_STATES.into_iter().find(|s| state_name(s) == name)
 }

@@ -1,8 +1,10 @@
-//! A stub HTTP server on 127.0.0.1 for the provider tests: it records every request and plays
-//! programmed replies in order (the last one again once they are spent).
+//! What the provider tests share: a stub HTTP server on 127.0.0.1 that records every request
+//! and plays programmed replies in order (the last one again once they are spent), and the
+//! requests they send.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,7 +13,9 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use models::{ModelError, ModelRequest, Turn};
 use serde_json::Value;
+use task_core::commands::{ModelSpec, ProviderKind};
 
 /// One request the stub received.
 #[derive(Debug, Clone)]
@@ -105,6 +109,14 @@ impl Stub {
         self.requests.lock().unwrap().clone()
     }
 
+    /// The one request the stub got, a POST.
+    pub fn only_post(&self) -> Recorded {
+        let sent = self.requests();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].method, "POST");
+        sent[0].clone()
+    }
+
     pub fn count(&self) -> usize {
         self.requests.lock().unwrap().len()
     }
@@ -152,4 +164,52 @@ pub async fn closed_url() -> String {
     let url = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
     url
+}
+
+/// A request to the catalog entry `id` of `provider`, with these settings and turns.
+pub fn request_to(
+    id: &str,
+    provider: ProviderKind,
+    settings: Value,
+    turns: Vec<Turn>,
+) -> ModelRequest {
+    ModelRequest {
+        task_name: "t".into(),
+        model: ModelSpec {
+            id: id.into(),
+            provider,
+            default_effort: None,
+            settings: match settings {
+                Value::Object(map) => map,
+                _ => panic!("settings are an object"),
+            },
+        },
+        effort: None,
+        system: "You are a helpful agent.".into(),
+        turns,
+        tools: Default::default(),
+    }
+}
+
+/// One user message.
+pub fn hello() -> Vec<Turn> {
+    vec![Turn::User {
+        text: "Hello?".into(),
+    }]
+}
+
+/// Checks that a provider refuses each of these successful (HTTP 200) bodies as an invalid
+/// reply; `answered` makes one call to a stub that answers the given reply.
+pub async fn each_is_an_invalid_reply<F, Fut>(bodies: &[&str], answered: F)
+where
+    F: Fn(Reply) -> Fut,
+    Fut: Future<Output = ModelError>,
+{
+    for body in bodies {
+        let err = answered(Reply::raw(200, body)).await;
+        assert!(
+            matches!(err, ModelError::InvalidReply(_)),
+            "{body}: {err:?}"
+        );
+    }
 }

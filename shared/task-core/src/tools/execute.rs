@@ -333,8 +333,6 @@ fn spawn_subtask(
             format!("no registered remote agent: {agent}"),
         ));
     }
-    let step = resolve_step(task, args.step.as_deref())?;
-    let id = next_child_id(task);
     let participants = if task.extension.participants.is_empty() {
         vec![Participant::new(
             env.agent_id,
@@ -344,18 +342,19 @@ fn spawn_subtask(
     } else {
         task.extension.participants.clone()
     };
-    let text = format!("sub-task {} spawned as {id}", args.name);
-    let kind = ChildKind::Agent {
-        remote_agent: args.agent.clone(),
-    };
-    let child = child_extension(
-        task,
-        &args.name,
-        &args.goal,
-        &args.acceptance_criteria,
+    let child = NewChild {
+        name: &args.name,
+        goal: &args.goal,
+        acceptance_criteria: &args.acceptance_criteria,
+        step: args.step.as_deref(),
         participants,
-    );
-    Ok(create_child(task, id, child, kind, step, text))
+        kind: ChildKind::Agent {
+            remote_agent: args.agent.clone(),
+        },
+    };
+    create_child(task, child, |id| {
+        format!("sub-task {} spawned as {id}", args.name)
+    })
 }
 
 /// The child's participants are the parent's with the target as assignee and every former
@@ -367,8 +366,6 @@ fn create_task_for_participant(
     task.extension
         .participant(&args.participant_id)
         .ok_or_else(not_a_member)?;
-    let step = resolve_step(task, args.step.as_deref())?;
-    let id = next_child_id(task);
     let participants = task
         .extension
         .participants
@@ -383,30 +380,50 @@ fn create_task_for_participant(
             p
         })
         .collect();
-    let text = format!("task for {} created as {id}", args.participant_id);
-    let kind = ChildKind::Participant {
-        assignee: args.participant_id.clone(),
-    };
-    let child = child_extension(
-        task,
-        &args.name,
-        &args.goal,
-        &args.acceptance_criteria,
+    let child = NewChild {
+        name: &args.name,
+        goal: &args.goal,
+        acceptance_criteria: &args.acceptance_criteria,
+        step: args.step.as_deref(),
         participants,
-    );
-    Ok(create_child(task, id, child, kind, step, text))
+        kind: ChildKind::Participant {
+            assignee: args.participant_id.clone(),
+        },
+    };
+    create_child(task, child, |id| {
+        format!("task for {} created as {id}", args.participant_id)
+    })
 }
 
-/// Links the new child into the parent (`sub_tasks`, the step's `linked_tasks`) and asks the
-/// runtime to create it.
+/// What the two child-creating tools ask for, from their arguments.
+struct NewChild<'a> {
+    name: &'a str,
+    goal: &'a str,
+    acceptance_criteria: &'a [String],
+    /// The plan step the child is linked to.
+    step: Option<&'a str>,
+    participants: Vec<Participant>,
+    kind: ChildKind,
+}
+
+/// Resolves the step, names the child, links it into the parent (`sub_tasks`, the step's
+/// `linked_tasks`) and asks the runtime to create it; `text` says so, given the child's id.
 fn create_child(
     task: &WorkingTask,
-    id: String,
-    extension: TaskExtension,
-    kind: ChildKind,
-    step: Option<usize>,
-    text: String,
-) -> ToolOutcome {
+    child: NewChild<'_>,
+    text: impl FnOnce(&str) -> String,
+) -> Result<ToolOutcome, ToolFailure> {
+    let step = resolve_step(task, child.step)?;
+    let id = next_child_id(task);
+    let text = text(&id);
+    let extension = child_extension(
+        task,
+        child.name,
+        child.goal,
+        child.acceptance_criteria,
+        child.participants,
+    );
+    let kind = child.kind;
     let remote_agent = match &kind {
         ChildKind::Agent { remote_agent } => remote_agent.as_deref(),
         ChildKind::Participant { .. } => None,
@@ -418,7 +435,11 @@ fn create_child(
         extension,
         kind,
     };
-    ToolOutcome::changed(text, next, vec![ToolEffect::CreateChild(child)])
+    Ok(ToolOutcome::changed(
+        text,
+        next,
+        vec![ToolEffect::CreateChild(child)],
+    ))
 }
 
 fn set_participant_role(

@@ -3,6 +3,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::extension::StepState;
 use crate::task::AgentState;
+use crate::test_support::roles;
 use crate::tools::intrinsics;
 
 struct Fixture {
@@ -125,38 +126,38 @@ fn plan_refusals() {
     let f = Fixture::new();
     let cycle = json!({"steps": [{"name": "A", "description": "", "depends_on": ["B"]},
                                  {"name": "B", "description": "", "depends_on": ["A"]}]});
-    failed(
-        &f.call(&task(), None, "create_plan", cycle),
-        "[plan.cycle] plan has a cycle: a -> b -> a",
+    let (fresh, planned) = (
+        task(),
+        then(f.call(&task(), None, "create_plan", pinned_plan())),
     );
-    failed(
-        &f.call(
-            &task(),
-            None,
+    for (t, tool, args, text) in [
+        (
+            &fresh,
+            "create_plan",
+            cycle,
+            "[plan.cycle] plan has a cycle: a -> b -> a",
+        ),
+        (
+            &fresh,
             "complete_step",
             json!({"step": "a", "output": "x"}),
+            "[plan.missing] no plan; call create_plan first",
         ),
-        "[plan.missing] no plan; call create_plan first",
-    );
-    let t = then(f.call(&task(), None, "create_plan", pinned_plan()));
-    failed(
-        &f.call(
-            &t,
-            None,
+        (
+            &planned,
             "complete_step",
             json!({"step": "Zed", "output": "x"}),
+            "[plan.unknown_step] no such step: Zed",
         ),
-        "[plan.unknown_step] no such step: Zed",
-    );
-    failed(
-        &f.call(
-            &t,
-            None,
+        (
+            &planned,
             "complete_step",
             json!({"step": "decide", "output": "x"}),
+            "[plan.not_ready] step decide cannot complete before the steps it depends on are done: gather-facts",
         ),
-        "[plan.not_ready] step decide cannot complete before the steps it depends on are done: gather-facts",
-    );
+    ] {
+        failed(&f.call(t, None, tool, args), text);
+    }
 }
 
 #[test]
@@ -268,34 +269,29 @@ fn spawn_subtask_on_a_remote_agent() {
 #[test]
 fn spawn_subtask_refusals_create_nothing() {
     let f = Fixture::new();
-    failed(
-        &f.call(
-            &task(),
-            None,
-            "spawn_subtask",
+    let (fresh, planned) = (
+        task(),
+        then(f.call(&task(), None, "create_plan", pinned_plan())),
+    );
+    for (t, args, text) in [
+        (
+            &fresh,
             json!({"name": "x", "goal": "g", "agent": "nobody"}),
+            "[agent.not_found] no registered remote agent: nobody",
         ),
-        "[agent.not_found] no registered remote agent: nobody",
-    );
-    failed(
-        &f.call(
-            &task(),
-            None,
-            "spawn_subtask",
+        (
+            &fresh,
             json!({"name": "x", "goal": "g", "step": "a"}),
+            "[plan.missing] no plan; call create_plan first",
         ),
-        "[plan.missing] no plan; call create_plan first",
-    );
-    let t = then(f.call(&task(), None, "create_plan", pinned_plan()));
-    failed(
-        &f.call(
-            &t,
-            None,
-            "spawn_subtask",
+        (
+            &planned,
             json!({"name": "x", "goal": "g", "step": "zzz"}),
+            "[plan.unknown_step] no such step: zzz",
         ),
-        "[plan.unknown_step] no such step: zzz",
-    );
+    ] {
+        failed(&f.call(t, None, "spawn_subtask", args), text);
+    }
 }
 
 #[test]
@@ -381,14 +377,8 @@ fn create_task_for_participant_makes_the_target_the_assignee() {
             assignee: "alice".into()
         }
     );
-    let roles: Vec<_> = child
-        .extension
-        .participants
-        .iter()
-        .map(|p| (p.id.as_str(), p.role))
-        .collect();
     assert_eq!(
-        roles,
+        roles(&child.extension),
         [
             ("alice", Role::Assignee),
             ("ops", Role::Admin),
