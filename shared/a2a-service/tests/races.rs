@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use a2a::{Part, SendMessageRequest, SendMessageResponse, TaskState};
+use a2a::{Part, SendMessageRequest, SendMessageResponse, Task, TaskState};
 use a2a_service::{A2aApi, Agent, AgentReply, EchoAgent, ServiceConfig, ServiceError, TurnContext};
 use async_trait::async_trait;
 use common::{Fixture, as_participant, cancel_request, ctx, from, send, send_task};
@@ -33,11 +33,16 @@ fn message(id: &str, task_id: Option<&str>) -> SendMessageRequest {
     send(m)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn of_many_concurrent_cancels_exactly_one_wins() {
+/// A service with the task alice's first message opened.
+async fn alices_task() -> (Fixture, Task) {
     let f = service();
     let task = send_task(&f, message("m-1", None)).await;
-    let Fixture { service, store } = f;
+    (f, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn of_many_concurrent_cancels_exactly_one_wins() {
+    let (Fixture { service, store }, task) = alices_task().await;
     let alice = as_participant("alice");
     let cancels = futures::future::join_all((0..16).map(|_| {
         let service = service.clone();
@@ -67,9 +72,7 @@ async fn of_many_concurrent_cancels_exactly_one_wins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cancel_racing_a_running_turn_ends_the_task_and_loses_no_message() {
-    let f = service();
-    let task = send_task(&f, message("m-1", None)).await;
-    let Fixture { service, store } = f;
+    let (Fixture { service, store }, task) = alices_task().await;
     let alice = as_participant("alice");
     // Follow-ups and a cancel at once.
     let sends = (2..8).map(|i| {

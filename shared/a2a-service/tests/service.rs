@@ -14,8 +14,8 @@ use a2a::{
 };
 use a2a_service::{A2aApi, EchoAgent, ServiceConfig, ServiceError};
 use common::{
-    Fixture, as_participant, cancel_request, ctx, get_request, list_request, on, send, send_task,
-    status_text,
+    Fixture, as_participant, assert_status, cancel_request, ctx, get_request, list_request, on,
+    send, send_task, status_text,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -70,8 +70,11 @@ async fn a_new_conversation_echoes_and_waits_for_the_next_message() {
         send(text("alice", "m-1", "Refund order 48213\nIt was late")),
     )
     .await;
-    assert_eq!(task.status.state, TaskState::InputRequired);
-    assert_eq!(status_text(&task), "Refund order 48213\nIt was late");
+    assert_status(
+        &task,
+        TaskState::InputRequired,
+        "Refund order 48213\nIt was late",
+    );
     let history = task.history.as_ref().expect("history");
     assert_eq!(history.len(), 2);
     assert_eq!(history[0].message_id, "m-1");
@@ -102,10 +105,7 @@ async fn a_new_conversation_echoes_and_waits_for_the_next_message() {
     );
 
     let next = send_task(&f, on(&task, text("alice", "m-2", "And the shipping?"))).await;
-    assert_eq!(
-        (next.status.state.clone(), status_text(&next)),
-        (TaskState::InputRequired, "And the shipping?".to_owned())
-    );
+    assert_status(&next, TaskState::InputRequired, "And the shipping?");
     assert_eq!(next.history.expect("history").len(), 4);
     let audit = f.store.audit(&task.id).await.expect("audit");
     assert!(audit.iter().all(|e| e.accepted));
@@ -135,8 +135,7 @@ async fn a_conversation_completes_when_every_criterion_is_met() {
         ),
     )
     .await;
-    assert_eq!(done.status.state, TaskState::Completed);
-    assert_eq!(status_text(&done), "done, thanks");
+    assert_status(&done, TaskState::Completed, "done, thanks");
     assert_eq!(ext(&done)["acceptance_criteria"][0]["met"], true);
     // A terminal task takes no more messages.
     let err = f
@@ -240,12 +239,10 @@ async fn commands_change_model_and_effort_without_running_the_agent() {
     let f = fixture();
     // A command as the first message opens a conversation waiting for the next one.
     let task = send_task(&f, send(text("alice", "m-1", "/effort high"))).await;
-    assert_eq!(
-        (task.status.state.clone(), status_text(&task)),
-        (
-            TaskState::InputRequired,
-            "reasoning effort set to high".to_owned()
-        )
+    assert_status(
+        &task,
+        TaskState::InputRequired,
+        "reasoning effort set to high",
     );
     assert_eq!(ext(&task)["reasoning_effort"], "high");
     let shown = send_task(&f, on(&task, text("alice", "m-2", "/model"))).await;
@@ -603,10 +600,7 @@ async fn cancel_is_for_reporters_and_admins_and_happens_once() {
         .cancel_task(&as_participant("alice"), req())
         .await
         .expect("reporter");
-    assert_eq!(
-        (canceled.status.state.clone(), status_text(&canceled)),
-        (TaskState::Canceled, "canceled by alice".to_owned())
-    );
+    assert_status(&canceled, TaskState::Canceled, "canceled by alice");
     let again = f
         .service
         .cancel_task(&as_participant("alice"), req())

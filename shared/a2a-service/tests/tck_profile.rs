@@ -18,7 +18,7 @@ use a2a_service::{
     A2aApi, Agent, AgentReply, ArtifactChunk, ServiceConfig, ServiceError, TckAgent, TurnContext,
 };
 use async_trait::async_trait;
-use common::{Fixture, ctx, list_request, on, send, send_task, status_text};
+use common::{Fixture, assert_status, ctx, list_request, on, send, send_task};
 use futures::StreamExt;
 use serde_json::json;
 use task_core::extension::TaskRef;
@@ -114,8 +114,7 @@ async fn list_all(f: &Fixture) -> Vec<Task> {
 async fn a_completing_agent_ends_the_task_whatever_the_lifecycle_rule_says() {
     let f = tck();
     let task = send_task(&f, send(message("tck-complete-task-0001", "hello"))).await;
-    assert_eq!(task.status.state, TaskState::Completed);
-    assert_eq!(status_text(&task), "Hello from TCK");
+    assert_status(&task, TaskState::Completed, "Hello from TCK");
     let history = task.history.as_ref().expect("history");
     assert_eq!(
         history.iter().map(|m| m.role.clone()).collect::<Vec<_>>(),
@@ -127,10 +126,7 @@ async fn a_completing_agent_ends_the_task_whatever_the_lifecycle_rule_says() {
     );
     // Anything without a scenario completes with an echo.
     let echo = send_task(&f, send(message("tck-push-0002", "echo me"))).await;
-    assert_eq!(
-        (echo.status.state.clone(), status_text(&echo)),
-        (TaskState::Completed, "echo me".to_owned())
-    );
+    assert_status(&echo, TaskState::Completed, "echo me");
 }
 
 #[tokio::test]
@@ -142,8 +138,7 @@ async fn input_required_follows_the_lifecycle_and_a_later_completion_ends_it() {
     let again = send_task(&f, on(&task, message("tck-input-required-0002", "more"))).await;
     assert_eq!(again.status.state, TaskState::InputRequired);
     let done = send_task(&f, on(&task, message("tck-complete-task-0003", "done"))).await;
-    assert_eq!(done.status.state, TaskState::Completed);
-    assert_eq!(status_text(&done), "Hello from TCK");
+    assert_status(&done, TaskState::Completed, "Hello from TCK");
     assert_eq!(done.history.expect("history").len(), 6);
 }
 
@@ -309,8 +304,7 @@ async fn appended_chunks_extend_the_artifact_stored_by_an_earlier_turn() {
 async fn a_rejecting_agent_rejects_the_task_for_good() {
     let f = tck();
     let task = send_task(&f, send(message("tck-reject-task-0001", "no"))).await;
-    assert_eq!(task.status.state, TaskState::Rejected);
-    assert_eq!(status_text(&task), "rejected");
+    assert_status(&task, TaskState::Rejected, "rejected");
     let err = f
         .service
         .send_message(&ctx(), on(&task, message("tck-complete-task-0002", "?")))
@@ -337,8 +331,7 @@ impl Agent for Failing {
 async fn a_failed_run_fails_the_task_with_its_reason_and_keeps_what_it_produced() {
     let f = fixture_with(Arc::new(Failing), |_| {});
     let task = send_task(&f, send(message("m-1", "try"))).await;
-    assert_eq!(task.status.state, TaskState::Failed);
-    assert_eq!(status_text(&task), "model unavailable");
+    assert_status(&task, TaskState::Failed, "model unavailable");
     assert_eq!(task.artifacts.expect("artifacts")[0].artifact_id, "partial");
 }
 
@@ -363,8 +356,7 @@ async fn a_parent_told_done_still_waits_for_its_unresolved_sub_task() {
         .expect("commit");
 
     let waiting = send_task(&f, on(&task, message("tck-complete-task-0002", "done"))).await;
-    assert_eq!(waiting.status.state, TaskState::Working);
-    assert_eq!(status_text(&waiting), "Hello from TCK");
+    assert_status(&waiting, TaskState::Working, "Hello from TCK");
     assert_eq!(
         kinds(&log(&f, &task.id).await)[3..],
         ["status Working", "status Working"]

@@ -131,3 +131,10 @@ pub async fn inbox_emptied(store: &dyn Store, task_id: &str, polls: usize) -> bo
     }
     store.inbox(task_id).await.expect("inbox").is_empty()
 }
+
+/// The task is in `state`, with `text` as its status message.
+#[track_caller]
+pub fn assert_status(task: &Task, state: a2a::TaskState, text: &str) {
+    assert_eq!(task.status.state, state);
+    assert_eq!(status_text(task), text);
+}

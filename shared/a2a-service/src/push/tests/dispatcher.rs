@@ -26,6 +26,13 @@ impl Fixture {
         }
     }
 
+    /// A store holding the task with one event, `<task>:e0`.
+    async fn with_task(task: &str) -> Self {
+        let fx = Self::new();
+        fx.create_task(task).await;
+        fx
+    }
+
     /// Creates the task with one event, `<task>:e0`.
     async fn create_task(&self, task: &str) {
         self.create_task_of(task, TEAM).await;
@@ -70,25 +77,47 @@ impl Fixture {
         self.store.put_push_config(owner, config).await.unwrap();
     }
 
+    /// Stores alice's config `c` of `task` for `url`, and a dispatcher that sends it the
+    /// task's events from the first.
+    async fn dispatch_from_start(
+        &self,
+        task: &str,
+        url: &str,
+        options: PushOptions,
+    ) -> PushDispatcher {
+        self.put_config("alice", config(task, "c", url)).await;
+        let push = self.dispatcher(options);
+        push.register(task, "c", 0);
+        push
+    }
+
     fn dispatcher(&self, options: PushOptions) -> PushDispatcher {
         PushDispatcher::new(Arc::clone(&self.store), Arc::new(sender(options))).unwrap()
     }
+}
+
+/// A store holding task `t-1` with its event `e0`, and a webhook that takes everything.
+async fn task_and_webhook() -> (Fixture, Receiver) {
+    let fx = Fixture::with_task("t-1").await;
+    (fx, Receiver::always(ok()).await)
 }
 
 fn ids(task: &str, texts: &[&str]) -> Vec<String> {
     texts.iter().map(|t| format!("{task}:{t}")).collect()
 }
 
-/// Shuts `push` down with no delivery left behind, checks that `receiver` got exactly
-/// `expected`, and stops it.
+/// Shuts `push` down within `bound` with no delivery left behind, checks that each receiver
+/// got exactly the events listed with it, and stops it.
 async fn shut_down_having_delivered(
     push: &PushDispatcher,
-    receiver: Receiver,
-    expected: &[String],
+    bound: Duration,
+    delivered: Vec<(Receiver, Vec<String>)>,
 ) {
-    assert_eq!(push.shutdown(Duration::from_secs(5)).await, 0);
-    assert_eq!(receiver.delivered(), expected);
-    receiver.stop().await;
+    assert_eq!(push.shutdown(bound).await, 0);
+    for (receiver, expected) in delivered {
+        assert_eq!(receiver.delivered(), expected);
+        receiver.stop().await;
+    }
 }
 
 async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
@@ -108,11 +137,10 @@ fn dispatch_options() -> PushOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_event_in_order_to_each_config_and_a_failing_webhook_delays_no_other() {
-    let fx = Fixture::new();
+    let fx = Fixture::with_task("t-1").await;
     let good = Receiver::always(ok()).await;
     // Slow and failing for its first three calls: about 1.5 s before its first success.
     let flaky = Receiver::start(then_ok(3, status(500).after(Duration::from_millis(500)))).await;
-    fx.create_task("t-1").await;
     fx.put_config("alice", config("t-1", "good", &good.url))
         .await;
     fx.put_config("alice", config("t-1", "flaky", &flaky.url))
@@ -154,10 +182,9 @@ async fn every_event_in_order_to_each_config_and_a_failing_webhook_delays_no_oth
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn register_sets_where_a_config_starts() {
-    let fx = Fixture::new();
+    let fx = Fixture::with_task("t-1").await;
     let late = Receiver::always(ok()).await;
     let inline = Receiver::always(ok()).await;
-    fx.create_task("t-1").await;
     fx.append("t-1", "e1", TaskState::Working).await;
     fx.append("t-1", "e2", TaskState::InputRequired).await;
     let push = fx.dispatcher(dispatch_options());
@@ -178,21 +205,20 @@ async fn register_sets_where_a_config_starts() {
         late.delivered().len() >= 2 && inline.delivered().len() >= 5
     })
     .await;
-    assert_eq!(push.shutdown(Duration::from_secs(5)).await, 0);
-    assert_eq!(late.delivered(), ids("t-1", &["e3", "e4"]));
-    assert_eq!(
-        inline.delivered(),
-        ids("t-1", &["e0", "e1", "e2", "e3", "e4"])
-    );
-    late.stop().await;
-    inline.stop().await;
+    shut_down_having_delivered(
+        &push,
+        Duration::from_secs(5),
+        vec![
+            (late, ids("t-1", &["e3", "e4"])),
+            (inline, ids("t-1", &["e0", "e1", "e2", "e3", "e4"])),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_unregistered_config_starts_at_the_newest_event() {
-    let fx = Fixture::new();
-    let receiver = Receiver::always(ok()).await;
-    fx.create_task("t-1").await;
+    let (fx, receiver) = task_and_webhook().await;
     fx.append("t-1", "e1", TaskState::Working).await;
     // As after a restart: the config is in the store, the dispatcher never heard of it.
     fx.put_config("alice", config("t-1", "c", &receiver.url))
@@ -204,12 +230,17 @@ async fn an_unregistered_config_starts_at_the_newest_event() {
     fx.append("t-1", "e3", TaskState::Completed).await;
     push.notify("t-1");
     eventually("e3", || receiver.delivered().len() >= 2).await;
-    shut_down_having_delivered(&push, receiver, &ids("t-1", &["e2", "e3"])).await;
+    shut_down_having_delivered(
+        &push,
+        Duration::from_secs(5),
+        vec![(receiver, ids("t-1", &["e2", "e3"]))],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_event_given_up_on_is_skipped_and_the_next_ones_go() {
-    let fx = Fixture::new();
+    let fx = Fixture::with_task("t-1").await;
     // Refuses e1 for good (400), and e2 until the retry budget is spent.
     let receiver = Receiver::start(|_, body| match event_id(body).as_str() {
         "t-1:e1" => status(400),
@@ -217,14 +248,11 @@ async fn an_event_given_up_on_is_skipped_and_the_next_ones_go() {
         _ => ok(),
     })
     .await;
-    fx.create_task("t-1").await;
-    fx.put_config("alice", config("t-1", "c", &receiver.url))
-        .await;
-    let push = fx.dispatcher(PushOptions {
+    let options = PushOptions {
         attempts: 3,
         ..dispatch_options()
-    });
-    push.register("t-1", "c", 0);
+    };
+    let push = fx.dispatch_from_start("t-1", &receiver.url, options).await;
     for i in 1..=3 {
         fx.append("t-1", &format!("e{i}"), TaskState::Working).await;
     }
@@ -239,10 +267,9 @@ async fn an_event_given_up_on_is_skipped_and_the_next_ones_go() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tasks_are_independent_and_deleted_configs_stop() {
-    let fx = Fixture::new();
+    let fx = Fixture::with_task("t-1").await;
     let stuck = Receiver::always(ok().after(Duration::from_secs(30))).await;
     let receiver = Receiver::always(ok()).await;
-    fx.create_task("t-1").await;
     fx.create_task("t-2").await;
     fx.put_config("alice", config("t-1", "c", &stuck.url)).await;
     fx.put_config("alice", config("t-2", "c", &receiver.url))
@@ -276,23 +303,21 @@ async fn tasks_are_independent_and_deleted_configs_stop() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn shutdown_lets_pending_deliveries_finish() {
-    let fx = Fixture::new();
+    let fx = Fixture::with_task("t-1").await;
     let receiver = Receiver::always(ok().after(Duration::from_millis(50))).await;
-    fx.create_task("t-1").await;
     for i in 1..=4 {
         fx.append("t-1", &format!("e{i}"), TaskState::Working).await;
     }
-    fx.put_config("alice", config("t-1", "c", &receiver.url))
+    let push = fx
+        .dispatch_from_start("t-1", &receiver.url, dispatch_options())
         .await;
-    let push = fx.dispatcher(dispatch_options());
-    push.register("t-1", "c", 0);
     push.notify("t-1");
-    assert_eq!(push.shutdown(Duration::from_secs(10)).await, 0);
-    assert_eq!(
-        receiver.delivered(),
-        ids("t-1", &["e0", "e1", "e2", "e3", "e4"])
-    );
-    receiver.stop().await;
+    shut_down_having_delivered(
+        &push,
+        Duration::from_secs(10),
+        vec![(receiver, ids("t-1", &["e0", "e1", "e2", "e3", "e4"]))],
+    )
+    .await;
 }
 
 /// The service registers a config before storing it: a scan that runs in between (another
@@ -300,9 +325,7 @@ async fn shutdown_lets_pending_deliveries_finish() {
 /// else, so it gets every event from where it was registered, once and in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_config_registered_before_it_is_stored_starts_where_registered() {
-    let fx = Fixture::new();
-    let receiver = Receiver::always(ok()).await;
-    fx.create_task("t-1").await;
+    let (fx, receiver) = task_and_webhook().await;
     fx.append("t-1", "e1", TaskState::Working).await;
     let push = fx.dispatcher(dispatch_options());
     push.register("t-1", "c", 0);
@@ -317,7 +340,12 @@ async fn a_config_registered_before_it_is_stored_starts_where_registered() {
     fx.append("t-1", "e3", TaskState::Completed).await;
     push.notify("t-1");
     eventually("four events", || receiver.delivered().len() >= 4).await;
-    shut_down_having_delivered(&push, receiver, &ids("t-1", &["e0", "e1", "e2", "e3"])).await;
+    shut_down_having_delivered(
+        &push,
+        Duration::from_secs(5),
+        vec![(receiver, ids("t-1", &["e0", "e1", "e2", "e3"]))],
+    )
+    .await;
 }
 
 #[test]
@@ -330,13 +358,10 @@ fn the_dispatcher_needs_a_runtime() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn several_events_of_one_commit_all_go_even_the_terminal_one() {
-    let fx = Fixture::new();
-    let receiver = Receiver::always(ok()).await;
-    fx.create_task("t-1").await;
-    fx.put_config("alice", config("t-1", "c", &receiver.url))
+    let (fx, receiver) = task_and_webhook().await;
+    let push = fx
+        .dispatch_from_start("t-1", &receiver.url, dispatch_options())
         .await;
-    let push = fx.dispatcher(dispatch_options());
-    push.register("t-1", "c", 0);
     push.notify("t-1");
     eventually("e0", || receiver.delivered().len() == 1).await;
 
@@ -349,14 +374,17 @@ async fn several_events_of_one_commit_all_go_even_the_terminal_one() {
     push.notify("t-1");
 
     eventually("e1..e3", || receiver.delivered().len() >= 4).await;
-    shut_down_having_delivered(&push, receiver, &ids("t-1", &["e0", "e1", "e2", "e3"])).await;
+    shut_down_having_delivered(
+        &push,
+        Duration::from_secs(5),
+        vec![(receiver, ids("t-1", &["e0", "e1", "e2", "e3"]))],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_without_configs_is_not_listed_once_its_configs_are() {
-    let fx = Fixture::new();
-    let receiver = Receiver::always(ok()).await;
-    fx.create_task("t-1").await;
+    let (fx, receiver) = task_and_webhook().await;
     let push = fx.dispatcher(dispatch_options());
     // The embedded store knows the task has no configs: no listing starts.
     fx.append("t-1", "e1", TaskState::Working).await;
@@ -369,7 +397,12 @@ async fn a_task_without_configs_is_not_listed_once_its_configs_are() {
     push.notify("t-1");
     assert!(push.scanning("t-1").is_some());
     eventually("e2", || !receiver.delivered().is_empty()).await;
-    shut_down_having_delivered(&push, receiver, &ids("t-1", &["e2"])).await;
+    shut_down_having_delivered(
+        &push,
+        Duration::from_secs(5),
+        vec![(receiver, ids("t-1", &["e2"]))],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -413,12 +446,13 @@ async fn a_config_whose_owner_left_the_task_gets_nothing_more_and_is_removed() {
         assert!(Instant::now() < deadline, "bob's config was not removed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(push.shutdown(Duration::from_secs(5)).await, 0);
-    assert_eq!(
-        alices.delivered(),
-        ids("t-1", &["e0", "e1", "bob removed", "e3"])
-    );
-    assert_eq!(bobs.delivered(), ids("t-1", &["e0", "e1"]));
-    alices.stop().await;
-    bobs.stop().await;
+    shut_down_having_delivered(
+        &push,
+        Duration::from_secs(5),
+        vec![
+            (alices, ids("t-1", &["e0", "e1", "bob removed", "e3"])),
+            (bobs, ids("t-1", &["e0", "e1"])),
+        ],
+    )
+    .await;
 }

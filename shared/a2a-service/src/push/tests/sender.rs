@@ -7,7 +7,7 @@ use a2a::AuthenticationInfo;
 use tokio::net::TcpListener;
 
 use super::fixtures::{
-    Receiver, Reply, config, deliver_to, event, local_options, ok, sender, status, then_ok,
+    Call, Receiver, Reply, config, deliver_to, event, local_options, ok, sender, status, then_ok,
 };
 use crate::push::{AttemptFailure, DeliveryError, PushOptions, WebhookPolicy};
 
@@ -45,60 +45,51 @@ async fn no_authorization_or_token_header_when_the_config_has_none() {
     receiver.stop().await;
 }
 
-/// A receiver that answers its first calls with `first` (then 200) takes `calls` attempts
-/// from a sender of `options`, which succeeds in the end.
-struct RetriedThenDelivered {
-    first: Reply,
-    failures: usize,
+/// Delivers to a receiver scripted by `behaviour`, which must succeed in the end: the
+/// receiver's calls, and how long the delivery took.
+async fn delivered_after(
+    behaviour: impl Fn(usize, &serde_json::Value) -> Reply + Send + Sync + 'static,
     options: PushOptions,
-    calls: usize,
+) -> (Vec<Call>, Duration) {
+    let receiver = Receiver::start(behaviour).await;
+    let started = Instant::now();
+    deliver_to(&receiver.url, options).await.unwrap();
+    let took = started.elapsed();
+    let calls = receiver.calls();
+    receiver.stop().await;
+    (calls, took)
 }
 
-async fn retried_then_delivered(case: RetriedThenDelivered) -> Duration {
-    let receiver = Receiver::start(then_ok(case.failures, case.first)).await;
-    let started = Instant::now();
-    deliver_to(&receiver.url, case.options).await.unwrap();
-    let took = started.elapsed();
-    assert_eq!(receiver.calls().len(), case.calls);
-    receiver.stop().await;
-    took
+/// `first` would hold the sender up for long, but `options` cut that short: the second call
+/// delivers, well within two seconds.
+async fn second_call_delivers_quickly(first: Reply, options: PushOptions) {
+    let (calls, took) = delivered_after(then_ok(1, first), options).await;
+    assert!(took < Duration::from_secs(2));
+    assert_eq!(calls.len(), 2);
 }
 
 #[tokio::test]
 async fn retries_server_errors_then_succeeds() {
-    retried_then_delivered(RetriedThenDelivered {
-        first: status(500),
-        failures: 2,
-        options: local_options(),
-        calls: 3,
-    })
-    .await;
+    let (calls, _) = delivered_after(then_ok(2, status(500)), local_options()).await;
+    assert_eq!(calls.len(), 3);
 }
 
 #[tokio::test]
 async fn honours_retry_after_on_429() {
-    let receiver = Receiver::start(then_ok(1, status(429).retry_after("1"))).await;
-    deliver_to(&receiver.url, local_options()).await.unwrap();
-    let calls = receiver.calls();
+    let (calls, _) =
+        delivered_after(then_ok(1, status(429).retry_after("1")), local_options()).await;
     assert_eq!(calls.len(), 2);
     let waited = calls[1].at - calls[0].at;
     assert!(waited >= Duration::from_millis(950), "waited {waited:?}");
-    receiver.stop().await;
 }
 
 #[tokio::test]
 async fn retry_after_is_capped() {
-    let took = retried_then_delivered(RetriedThenDelivered {
-        first: status(503).retry_after("3600"),
-        failures: 1,
-        options: PushOptions {
-            max_delay: Duration::from_millis(300),
-            ..local_options()
-        },
-        calls: 2,
-    })
-    .await;
-    assert!(took < Duration::from_secs(2));
+    let options = PushOptions {
+        max_delay: Duration::from_millis(300),
+        ..local_options()
+    };
+    second_call_delivers_quickly(status(503).retry_after("3600"), options).await;
 }
 
 #[tokio::test]
@@ -115,28 +106,17 @@ async fn does_not_retry_other_client_errors() {
 
 #[tokio::test]
 async fn retries_408() {
-    retried_then_delivered(RetriedThenDelivered {
-        first: status(408),
-        failures: 1,
-        options: local_options(),
-        calls: 2,
-    })
-    .await;
+    let (calls, _) = delivered_after(then_ok(1, status(408)), local_options()).await;
+    assert_eq!(calls.len(), 2);
 }
 
 #[tokio::test]
 async fn a_timeout_is_retried() {
-    let took = retried_then_delivered(RetriedThenDelivered {
-        first: ok().after(Duration::from_secs(3)),
-        failures: 1,
-        options: PushOptions {
-            request_timeout: Duration::from_millis(200),
-            ..local_options()
-        },
-        calls: 2,
-    })
-    .await;
-    assert!(took < Duration::from_secs(2));
+    let options = PushOptions {
+        request_timeout: Duration::from_millis(200),
+        ..local_options()
+    };
+    second_call_delivers_quickly(ok().after(Duration::from_secs(3)), options).await;
 }
 
 #[tokio::test]
