@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a::{
-    Artifact, Message, Part, PartContent, Role, SendMessageConfiguration, SendMessageRequest,
-    SendMessageResponse, StreamResponse, Task, TaskState,
+    Artifact, Message, Part, PartContent, Role, SendMessageConfiguration, SendMessageResponse,
+    StreamResponse, Task, TaskState,
 };
 use a2a_service::view::IN_REPLY_TO_KEY;
 use a2a_service::{
@@ -88,17 +88,19 @@ fn kinds(events: &[StreamResponse]) -> Vec<String> {
         .collect()
 }
 
-/// Every event a streamed send gives, in order, until the stream ends.
-async fn stream_all(f: &Fixture, req: SendMessageRequest) -> Vec<StreamResponse> {
+/// Streams the message `id` (a TCK scenario) to the end and checks the kinds of the events
+/// it gave, in order; returns them.
+async fn streamed(f: &Fixture, id: &str, expected: &[&str]) -> Vec<StreamResponse> {
     let mut stream = f
         .service
-        .send_streaming_message(&ctx(), req)
+        .send_streaming_message(&ctx(), send(message(id, "go")))
         .await
         .expect("stream");
     let mut events = Vec::new();
     while let Some(event) = stream.next().await {
         events.push(event.expect("event"));
     }
+    assert_eq!(kinds(&events), expected);
     events
 }
 
@@ -204,17 +206,14 @@ async fn artifacts_are_stored_and_logged_before_the_final_status() {
 #[tokio::test]
 async fn a_stream_carries_working_the_artifact_chunks_and_completed_in_order() {
     let f = tck();
-    let events = stream_all(&f, send(message("tck-stream-artifact-chunked-0001", "go"))).await;
-    assert_eq!(
-        kinds(&events),
-        vec![
-            "task Submitted",
-            "status Working",
-            "artifact chunk-1 ",
-            "artifact chunk-2 +append +last",
-            "status Completed"
-        ]
-    );
+    let expected = [
+        "task Submitted",
+        "status Working",
+        "artifact chunk-1 ",
+        "artifact chunk-2 +append +last",
+        "status Completed",
+    ];
+    let events = streamed(&f, "tck-stream-artifact-chunked-0001", &expected).await;
     let (StreamResponse::ArtifactUpdate(first), StreamResponse::ArtifactUpdate(second)) =
         (&events[2], &events[3])
     else {
@@ -416,9 +415,6 @@ async fn a_direct_reply_is_a_message_and_stores_nothing() {
 #[tokio::test]
 async fn the_long_running_scenario_works_then_completes() {
     let f = tck();
-    let events = stream_all(&f, send(message("test-resubscribe-message-id", "go"))).await;
-    assert_eq!(
-        kinds(&events),
-        vec!["task Submitted", "status Working", "status Completed"]
-    );
+    let expected = ["task Submitted", "status Working", "status Completed"];
+    streamed(&f, "test-resubscribe-message-id", &expected).await;
 }
