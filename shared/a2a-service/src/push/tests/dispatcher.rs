@@ -77,17 +77,20 @@ impl Fixture {
         self.store.put_push_config(owner, config).await.unwrap();
     }
 
-    /// Stores alice's config `c` of `task` for `url`, and a dispatcher that sends it the
-    /// task's events from the first.
+    /// Stores alice's `configs` (task, config id, URL), and a dispatcher that sends each
+    /// one its task's events from the first, as for configs given with the creating message.
     async fn dispatch_from_start(
         &self,
-        task: &str,
-        url: &str,
+        configs: &[(&str, &str, &str)],
         options: PushOptions,
     ) -> PushDispatcher {
-        self.put_config("alice", config(task, "c", url)).await;
+        for (task, id, url) in configs {
+            self.put_config("alice", config(task, id, url)).await;
+        }
         let push = self.dispatcher(options);
-        push.register(task, "c", 0);
+        for (task, id, _) in configs {
+            push.register(task, id, 0);
+        }
         push
     }
 
@@ -120,6 +123,16 @@ async fn shut_down_having_delivered(
     }
 }
 
+/// Waits until each receiver has had as many events delivered as are listed with it, then
+/// shuts `push` down within 5 s as [`shut_down_having_delivered`] does.
+async fn delivered_then_shut_down(push: &PushDispatcher, delivered: Vec<(Receiver, Vec<String>)>) {
+    for (receiver, expected) in &delivered {
+        let what = format!("{} events at {}", expected.len(), receiver.url);
+        eventually(&what, || receiver.delivered().len() >= expected.len()).await;
+    }
+    shut_down_having_delivered(push, Duration::from_secs(5), delivered).await;
+}
+
 async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(15);
     while !done() {
@@ -141,14 +154,12 @@ async fn every_event_in_order_to_each_config_and_a_failing_webhook_delays_no_oth
     let good = Receiver::always(ok()).await;
     // Slow and failing for its first three calls: about 1.5 s before its first success.
     let flaky = Receiver::start(then_ok(3, status(500).after(Duration::from_millis(500)))).await;
-    fx.put_config("alice", config("t-1", "good", &good.url))
-        .await;
-    fx.put_config("alice", config("t-1", "flaky", &flaky.url))
-        .await;
-    let push = fx.dispatcher(dispatch_options());
     // Configs given with the creating message: from the first event.
-    push.register("t-1", "good", 0);
-    push.register("t-1", "flaky", 0);
+    let configs = [
+        ("t-1", "good", good.url.as_str()),
+        ("t-1", "flaky", &flaky.url),
+    ];
+    let push = fx.dispatch_from_start(&configs, dispatch_options()).await;
     push.notify("t-1");
     for i in 1..=5 {
         let state = if i == 5 {
@@ -201,13 +212,8 @@ async fn register_sets_where_a_config_starts() {
     fx.append("t-1", "e4", TaskState::Completed).await;
     push.notify("t-1");
 
-    eventually("both webhooks", || {
-        late.delivered().len() >= 2 && inline.delivered().len() >= 5
-    })
-    .await;
-    shut_down_having_delivered(
+    delivered_then_shut_down(
         &push,
-        Duration::from_secs(5),
         vec![
             (late, ids("t-1", &["e3", "e4"])),
             (inline, ids("t-1", &["e0", "e1", "e2", "e3", "e4"])),
@@ -229,13 +235,7 @@ async fn an_unregistered_config_starts_at_the_newest_event() {
     eventually("e2", || !receiver.delivered().is_empty()).await;
     fx.append("t-1", "e3", TaskState::Completed).await;
     push.notify("t-1");
-    eventually("e3", || receiver.delivered().len() >= 2).await;
-    shut_down_having_delivered(
-        &push,
-        Duration::from_secs(5),
-        vec![(receiver, ids("t-1", &["e2", "e3"]))],
-    )
-    .await;
+    delivered_then_shut_down(&push, vec![(receiver, ids("t-1", &["e2", "e3"]))]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -252,7 +252,9 @@ async fn an_event_given_up_on_is_skipped_and_the_next_ones_go() {
         attempts: 3,
         ..dispatch_options()
     };
-    let push = fx.dispatch_from_start("t-1", &receiver.url, options).await;
+    let push = fx
+        .dispatch_from_start(&[("t-1", "c", &receiver.url)], options)
+        .await;
     for i in 1..=3 {
         fx.append("t-1", &format!("e{i}"), TaskState::Working).await;
     }
@@ -271,12 +273,11 @@ async fn tasks_are_independent_and_deleted_configs_stop() {
     let stuck = Receiver::always(ok().after(Duration::from_secs(30))).await;
     let receiver = Receiver::always(ok()).await;
     fx.create_task("t-2").await;
-    fx.put_config("alice", config("t-1", "c", &stuck.url)).await;
-    fx.put_config("alice", config("t-2", "c", &receiver.url))
-        .await;
-    let push = fx.dispatcher(dispatch_options());
-    push.register("t-1", "c", 0);
-    push.register("t-2", "c", 0);
+    let configs = [
+        ("t-1", "c", stuck.url.as_str()),
+        ("t-2", "c", &receiver.url),
+    ];
+    let push = fx.dispatch_from_start(&configs, dispatch_options()).await;
     push.notify("t-1");
     push.notify("t-2");
     eventually("t-2's first event", || receiver.delivered().len() == 1).await;
@@ -309,7 +310,7 @@ async fn shutdown_lets_pending_deliveries_finish() {
         fx.append("t-1", &format!("e{i}"), TaskState::Working).await;
     }
     let push = fx
-        .dispatch_from_start("t-1", &receiver.url, dispatch_options())
+        .dispatch_from_start(&[("t-1", "c", &receiver.url)], dispatch_options())
         .await;
     push.notify("t-1");
     shut_down_having_delivered(
@@ -339,10 +340,8 @@ async fn a_config_registered_before_it_is_stored_starts_where_registered() {
     eventually("three events", || receiver.delivered().len() >= 3).await;
     fx.append("t-1", "e3", TaskState::Completed).await;
     push.notify("t-1");
-    eventually("four events", || receiver.delivered().len() >= 4).await;
-    shut_down_having_delivered(
+    delivered_then_shut_down(
         &push,
-        Duration::from_secs(5),
         vec![(receiver, ids("t-1", &["e0", "e1", "e2", "e3"]))],
     )
     .await;
@@ -360,7 +359,7 @@ fn the_dispatcher_needs_a_runtime() {
 async fn several_events_of_one_commit_all_go_even_the_terminal_one() {
     let (fx, receiver) = task_and_webhook().await;
     let push = fx
-        .dispatch_from_start("t-1", &receiver.url, dispatch_options())
+        .dispatch_from_start(&[("t-1", "c", &receiver.url)], dispatch_options())
         .await;
     push.notify("t-1");
     eventually("e0", || receiver.delivered().len() == 1).await;
@@ -373,10 +372,8 @@ async fn several_events_of_one_commit_all_go_even_the_terminal_one() {
     .await;
     push.notify("t-1");
 
-    eventually("e1..e3", || receiver.delivered().len() >= 4).await;
-    shut_down_having_delivered(
+    delivered_then_shut_down(
         &push,
-        Duration::from_secs(5),
         vec![(receiver, ids("t-1", &["e0", "e1", "e2", "e3"]))],
     )
     .await;
@@ -396,13 +393,7 @@ async fn a_task_without_configs_is_not_listed_once_its_configs_are() {
     fx.append("t-1", "e2", TaskState::Working).await;
     push.notify("t-1");
     assert!(push.scanning("t-1").is_some());
-    eventually("e2", || !receiver.delivered().is_empty()).await;
-    shut_down_having_delivered(
-        &push,
-        Duration::from_secs(5),
-        vec![(receiver, ids("t-1", &["e2"]))],
-    )
-    .await;
+    delivered_then_shut_down(&push, vec![(receiver, ids("t-1", &["e2"]))]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
