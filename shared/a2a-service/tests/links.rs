@@ -3,81 +3,37 @@
 //! nothing travels along a link only one end records: no cancel cascade, no sub-task notes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use a2a::{
-    CancelTaskRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest,
-    SendMessageResponse, StreamResponse, Task, TaskState,
-};
+use a2a::{Message, Part, Role, SendMessageRequest, StreamResponse, Task, TaskState};
 use a2a_service::subtasks::{NOTE_KEY, Note};
-use a2a_service::{A2aApi, EchoAgent, RequestContext, Service, ServiceConfig};
+use a2a_service::{A2aApi, EchoAgent};
 use chrono::Utc;
-use serde_json::{Value, json};
-use store_memory::MemoryStore;
+use common::{Fixture, as_participant, cancel_request, get_request, send_task};
+use serde_json::Value;
 use task_core::extension::{
     Lifecycle, Participant, ParticipantKind, Role as TaskRole, SubState, TaskExtension, TaskRef,
 };
-use task_store::{Change, InboxItem, InboxKey, NewTask, Store, TaskRecord};
+use task_store::{Change, InboxItem, InboxKey, NewTask, TaskRecord};
 
 const AGENT: &str = "tiny-harness";
 
-struct Fixture {
-    service: Service,
-    store: Arc<dyn Store>,
-}
-
 fn fixture() -> Fixture {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let mut config = ServiceConfig::local("http://127.0.0.1:8080");
-    config.poll_interval = Duration::from_millis(10);
-    config.blocking_timeout = Duration::from_secs(10);
-    let service = Service::new(store.clone(), config, Arc::new(EchoAgent), None);
-    Fixture { service, store }
-}
-
-fn as_participant(id: &str) -> RequestContext {
-    RequestContext {
-        participant_header: Some(id.into()),
-        ..Default::default()
-    }
+    common::fixture_with(Arc::new(EchoAgent), common::quick)
 }
 
 fn text(from: &str, task_id: Option<&str>, text: &str) -> SendMessageRequest {
-    let mut m = Message::new(Role::User, vec![Part::text(text)]);
-    m.metadata = Some(HashMap::from([("participant_id".to_owned(), json!(from))]));
+    let mut m = common::from(from, vec![Part::text(text)]);
     m.task_id = task_id.map(str::to_owned);
-    SendMessageRequest {
-        message: m,
-        configuration: None,
-        metadata: None,
-        tenant: None,
-    }
-}
-
-async fn send(f: &Fixture, req: SendMessageRequest) -> Task {
-    match f
-        .service
-        .send_message(&RequestContext::default(), req)
-        .await
-        .expect("send")
-    {
-        SendMessageResponse::Task(task) => task,
-        other => panic!("expected a task, got {other:?}"),
-    }
+    common::send(m)
 }
 
 async fn get(f: &Fixture, who: &str, id: &str) -> Task {
     f.service
-        .get_task(
-            &as_participant(who),
-            GetTaskRequest {
-                id: id.to_owned(),
-                history_length: None,
-                tenant: None,
-            },
-        )
+        .get_task(&as_participant(who), get_request(id, None))
         .await
         .expect("get")
 }
@@ -122,7 +78,7 @@ fn history_len(task: &Task) -> usize {
 #[tokio::test]
 async fn a_cancel_does_not_cascade_along_a_link_the_child_does_not_record() {
     let f = fixture();
-    let victim = send(&f, text("alice", None, "alice's work")).await;
+    let victim = send_task(&f, text("alice", None, "alice's work")).await;
     assert_eq!(victim.status.state, TaskState::InputRequired);
     store_legacy(
         &f,
@@ -134,14 +90,7 @@ async fn a_cancel_does_not_cascade_along_a_link_the_child_does_not_record() {
 
     let canceled = f
         .service
-        .cancel_task(
-            &as_participant("mallory"),
-            CancelTaskRequest {
-                id: "legacy-parent".into(),
-                metadata: None,
-                tenant: None,
-            },
-        )
+        .cancel_task(&as_participant("mallory"), cancel_request("legacy-parent"))
         .await
         .expect("mallory cancels her own task");
     assert_eq!(canceled.status.state, TaskState::Canceled);
@@ -154,14 +103,14 @@ async fn a_cancel_does_not_cascade_along_a_link_the_child_does_not_record() {
 #[tokio::test]
 async fn state_changes_send_no_notes_to_a_parent_that_does_not_list_the_child() {
     let f = fixture();
-    let victim = send(&f, text("alice", None, "alice's work")).await;
+    let victim = send_task(&f, text("alice", None, "alice's work")).await;
     let before = get(&f, "alice", &victim.id).await;
     store_legacy(&f, "legacy-child", vec![TaskRef::local(&victim.id)], vec![]).await;
 
     // Each message moves mallory's task WORKING, then INPUT_REQUIRED: state changes that a
     // parent on this service would be told about.
     for i in 0..3 {
-        let answered = send(
+        let answered = send_task(
             &f,
             text(
                 "mallory",
@@ -185,7 +134,7 @@ async fn state_changes_send_no_notes_to_a_parent_that_does_not_list_the_child() 
 #[tokio::test]
 async fn a_queued_note_from_a_task_not_listed_as_a_sub_task_is_dropped() {
     let f = fixture();
-    let victim = send(&f, text("alice", None, "alice's work")).await;
+    let victim = send_task(&f, text("alice", None, "alice's work")).await;
     let before = get(&f, "alice", &victim.id).await;
 
     // A note as the service writes them, for a child the victim does not list.
@@ -220,14 +169,8 @@ async fn a_queued_note_from_a_task_not_listed_as_a_sub_task_is_dropped() {
         .await
         .expect("enqueue");
     f.service.runner().kick(&victim.id);
-    for _ in 0..200 {
-        if f.store.inbox(&victim.id).await.expect("inbox").is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     assert!(
-        f.store.inbox(&victim.id).await.expect("inbox").is_empty(),
+        common::inbox_emptied(&*f.store, &victim.id, 200).await,
         "consumed"
     );
     let after = get(&f, "alice", &victim.id).await;

@@ -1,88 +1,54 @@
 //! Writers racing on one task: exactly one wins, the others fail cleanly, nothing is lost.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::HashMap;
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use a2a::{
-    CancelTaskRequest, Message, Part, Role, SendMessageRequest, SendMessageResponse, TaskState,
-};
-use a2a_service::{
-    A2aApi, Agent, AgentReply, EchoAgent, RequestContext, Service, ServiceConfig, ServiceError,
-    TurnContext,
-};
+use a2a::{Part, SendMessageRequest, SendMessageResponse, Task, TaskState};
+use a2a_service::{A2aApi, Agent, AgentReply, EchoAgent, ServiceConfig, ServiceError, TurnContext};
 use async_trait::async_trait;
-use serde_json::json;
-use store_memory::MemoryStore;
-use task_store::{Store, StoreError};
+use common::{Fixture, as_participant, cancel_request, ctx, from, send, send_task};
+use task_store::StoreError;
 
-fn service() -> (Arc<Service>, Arc<dyn Store>) {
+fn service() -> Fixture {
     service_with(Arc::new(EchoAgent), |_| {})
 }
 
-/// A service over a fresh memory store, with `agent` and the config as `configure` leaves it.
-fn service_with(
-    agent: Arc<dyn Agent>,
-    configure: impl FnOnce(&mut ServiceConfig),
-) -> (Arc<Service>, Arc<dyn Store>) {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let mut config = ServiceConfig::local("http://127.0.0.1:8080");
-    config.poll_interval = Duration::from_millis(5);
-    configure(&mut config);
-    (
-        Arc::new(Service::new(store.clone(), config, agent, None)),
-        store,
-    )
+/// A service polling every 5 ms, with `agent` and the config as `configure` leaves it.
+fn service_with(agent: Arc<dyn Agent>, configure: impl FnOnce(&mut ServiceConfig)) -> Fixture {
+    common::fixture_with(agent, |config| {
+        config.poll_interval = Duration::from_millis(5);
+        configure(config);
+    })
 }
 
+/// Alice's message `id` (its text says which), on the task if one is given.
 fn message(id: &str, task_id: Option<&str>) -> SendMessageRequest {
-    let mut m = Message::new(Role::User, vec![Part::text(format!("text of {id}"))]);
+    let mut m = from("alice", vec![Part::text(format!("text of {id}"))]);
     m.message_id = id.into();
     m.task_id = task_id.map(str::to_owned);
-    m.metadata = Some(HashMap::from([(
-        "participant_id".to_owned(),
-        json!("alice"),
-    )]));
-    SendMessageRequest {
-        message: m,
-        configuration: None,
-        metadata: None,
-        tenant: None,
-    }
+    send(m)
+}
+
+/// A service with the task alice's first message opened.
+async fn alices_task() -> (Fixture, Task) {
+    let f = service();
+    let task = send_task(&f, message("m-1", None)).await;
+    (f, task)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn of_many_concurrent_cancels_exactly_one_wins() {
-    let (service, store) = service();
-    let SendMessageResponse::Task(task) = service
-        .send_message(&RequestContext::default(), message("m-1", None))
-        .await
-        .expect("send")
-    else {
-        panic!("a task")
-    };
-    let alice = RequestContext {
-        participant_header: Some("alice".into()),
-        ..Default::default()
-    };
+    let (Fixture { service, store }, task) = alices_task().await;
+    let alice = as_participant("alice");
     let cancels = futures::future::join_all((0..16).map(|_| {
         let service = service.clone();
         let alice = alice.clone();
         let id = task.id.clone();
-        tokio::spawn(async move {
-            service
-                .cancel_task(
-                    &alice,
-                    CancelTaskRequest {
-                        id,
-                        metadata: None,
-                        tenant: None,
-                    },
-                )
-                .await
-        })
+        tokio::spawn(async move { service.cancel_task(&alice, cancel_request(&id)).await })
     }))
     .await;
     let (won, lost): (Vec<_>, Vec<_>) = cancels
@@ -106,18 +72,8 @@ async fn of_many_concurrent_cancels_exactly_one_wins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cancel_racing_a_running_turn_ends_the_task_and_loses_no_message() {
-    let (service, store) = service();
-    let SendMessageResponse::Task(task) = service
-        .send_message(&RequestContext::default(), message("m-1", None))
-        .await
-        .expect("send")
-    else {
-        panic!("a task")
-    };
-    let alice = RequestContext {
-        participant_header: Some("alice".into()),
-        ..Default::default()
-    };
+    let (Fixture { service, store }, task) = alices_task().await;
+    let alice = as_participant("alice");
     // Follow-ups and a cancel at once.
     let sends = (2..8).map(|i| {
         let service = service.clone();
@@ -125,7 +81,7 @@ async fn a_cancel_racing_a_running_turn_ends_the_task_and_loses_no_message() {
         let message_id = format!("m-{i}");
         tokio::spawn(async move {
             let result = service
-                .send_message(&RequestContext::default(), message(&message_id, Some(&id)))
+                .send_message(&ctx(), message(&message_id, Some(&id)))
                 .await
                 .map(|_| ());
             (message_id, result)
@@ -136,14 +92,7 @@ async fn a_cancel_racing_a_running_turn_ends_the_task_and_loses_no_message() {
         let id = task.id.clone();
         tokio::spawn(async move {
             service
-                .cancel_task(
-                    &alice,
-                    CancelTaskRequest {
-                        id,
-                        metadata: None,
-                        tenant: None,
-                    },
-                )
+                .cancel_task(&alice, cancel_request(&id))
                 .await
                 .map(|_| ())
         })
@@ -172,14 +121,8 @@ async fn a_cancel_racing_a_running_turn_ends_the_task_and_loses_no_message() {
     );
     // Every accepted message ends up answered (history) or audited as arriving too late, once
     // the runner has drained the inbox: none vanishes.
-    for _ in 0..500 {
-        if store.inbox(&task.id).await.expect("inbox").is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     assert!(
-        store.inbox(&task.id).await.expect("inbox").is_empty(),
+        common::inbox_emptied(&*store, &task.id, 500).await,
         "the runner drains the inbox"
     );
     let audit = store.audit(&task.id).await.expect("audit");
@@ -212,16 +155,12 @@ async fn a_turn_longer_than_the_lease_keeps_it_and_runs_once() {
         pause: Duration::from_millis(1500),
         turns: AtomicUsize::new(0),
     });
-    let (service, store) = service_with(agent.clone(), |config| {
+    let Fixture { service, store } = service_with(agent.clone(), |config| {
         config.lease_ttl = Duration::from_millis(400);
     });
     let send = {
         let service = service.clone();
-        tokio::spawn(async move {
-            service
-                .send_message(&RequestContext::default(), message("m-1", None))
-                .await
-        })
+        tokio::spawn(async move { service.send_message(&ctx(), message("m-1", None)).await })
     };
     // A sweeper running all along the turn, nearly four lease lifetimes: the live runner
     // renews its lease, so there is nothing to take over.
@@ -257,17 +196,11 @@ async fn a_turn_longer_than_the_lease_keeps_it_and_runs_once() {
 /// blocking send is answered, the task is free for the next runner (no release still to come).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runs_last_outcome_gives_its_lease_up() {
-    let (service, store) = service();
+    let f = service();
     for n in 0..30 {
-        let SendMessageResponse::Task(task) = service
-            .send_message(&RequestContext::default(), message(&format!("m-{n}"), None))
-            .await
-            .expect("send")
-        else {
-            panic!("a task")
-        };
+        let task = send_task(&f, message(&format!("m-{n}"), None)).await;
         assert_eq!(task.status.state, TaskState::InputRequired);
-        store
+        f.store
             .acquire(
                 &task.id,
                 "another runner",

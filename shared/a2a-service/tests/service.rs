@@ -1,106 +1,46 @@
 //! The service's use cases end to end over the memory store, with the echo agent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::HashMap;
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use a2a::{
-    CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
-    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
-    ListTasksRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
-    SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
-    TaskState,
+    DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest, ListTaskPushNotificationConfigsRequest, ListTasksRequest,
+    Message, Part, Role, SendMessageConfiguration, SendMessageResponse, StreamResponse,
+    SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState,
 };
-use a2a_service::{A2aApi, EchoAgent, RequestContext, Service, ServiceConfig, ServiceError};
+use a2a_service::{A2aApi, EchoAgent, ServiceConfig, ServiceError};
+use common::{
+    Fixture, as_participant, assert_status, cancel_request, ctx, get_request, list_request, on,
+    send, send_task, status_text,
+};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use store_memory::MemoryStore;
 use task_core::{EVENT_MEDIA_TYPE, TASK_MEDIA_TYPE, TASK_METADATA_KEY};
-use task_store::Store;
 
-struct Fixture {
-    service: Service,
-    store: Arc<dyn Store>,
-}
-
+/// The echo agent, polling quickly, with the config as `configure` leaves it.
 fn fixture_with(configure: impl FnOnce(&mut ServiceConfig)) -> Fixture {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let mut config = ServiceConfig::local("http://127.0.0.1:8080");
-    config.poll_interval = Duration::from_millis(10);
-    config.blocking_timeout = Duration::from_secs(10);
-    configure(&mut config);
-    let service = Service::new(store.clone(), config, Arc::new(EchoAgent), None);
-    Fixture { service, store }
+    common::fixture_with(Arc::new(EchoAgent), |config| {
+        common::quick(config);
+        configure(config);
+    })
 }
 
 fn fixture() -> Fixture {
     fixture_with(|_| {})
 }
 
-fn list_request() -> ListTasksRequest {
-    ListTasksRequest {
-        context_id: None,
-        status: None,
-        page_size: None,
-        page_token: None,
-        history_length: None,
-        status_timestamp_after: None,
-        include_artifacts: None,
-        tenant: None,
-    }
-}
-
-fn ctx() -> RequestContext {
-    RequestContext::default()
-}
-
-fn as_participant(id: &str) -> RequestContext {
-    RequestContext {
-        participant_header: Some(id.into()),
-        ..Default::default()
-    }
-}
-
 fn message(from: &str, id: &str, parts: Vec<Part>) -> Message {
-    let mut m = Message::new(Role::User, parts);
+    let mut m = common::from(from, parts);
     m.message_id = id.into();
-    m.metadata = Some(HashMap::from([("participant_id".to_owned(), json!(from))]));
     m
 }
 
 fn text(from: &str, id: &str, text: &str) -> Message {
     message(from, id, vec![Part::text(text)])
-}
-
-fn send(message: Message) -> SendMessageRequest {
-    SendMessageRequest {
-        message,
-        configuration: None,
-        metadata: None,
-        tenant: None,
-    }
-}
-
-fn follow_up(mut message: Message, task: &Task) -> SendMessageRequest {
-    message.task_id = Some(task.id.clone());
-    send(message)
-}
-
-async fn send_ok(f: &Fixture, req: SendMessageRequest) -> Task {
-    match f.service.send_message(&ctx(), req).await.expect("send") {
-        SendMessageResponse::Task(task) => task,
-        other => panic!("expected a task, got {other:?}"),
-    }
-}
-
-fn status_text(task: &Task) -> String {
-    task.status
-        .message
-        .as_ref()
-        .and_then(|m| m.parts[0].as_text())
-        .unwrap_or_default()
-        .to_owned()
 }
 
 fn ext(task: &Task) -> &Value {
@@ -125,13 +65,16 @@ async fn events(f: &Fixture, task_id: &str) -> Vec<(String, Option<TaskState>)> 
 #[tokio::test]
 async fn a_new_conversation_echoes_and_waits_for_the_next_message() {
     let f = fixture();
-    let task = send_ok(
+    let task = send_task(
         &f,
         send(text("alice", "m-1", "Refund order 48213\nIt was late")),
     )
     .await;
-    assert_eq!(task.status.state, TaskState::InputRequired);
-    assert_eq!(status_text(&task), "Refund order 48213\nIt was late");
+    assert_status(
+        &task,
+        TaskState::InputRequired,
+        "Refund order 48213\nIt was late",
+    );
     let history = task.history.as_ref().expect("history");
     assert_eq!(history.len(), 2);
     assert_eq!(history[0].message_id, "m-1");
@@ -161,15 +104,8 @@ async fn a_new_conversation_echoes_and_waits_for_the_next_message() {
         ]
     );
 
-    let next = send_ok(
-        &f,
-        follow_up(text("alice", "m-2", "And the shipping?"), &task),
-    )
-    .await;
-    assert_eq!(
-        (next.status.state.clone(), status_text(&next)),
-        (TaskState::InputRequired, "And the shipping?".to_owned())
-    );
+    let next = send_task(&f, on(&task, text("alice", "m-2", "And the shipping?"))).await;
+    assert_status(&next, TaskState::InputRequired, "And the shipping?");
     assert_eq!(next.history.expect("history").len(), 4);
     let audit = f.store.audit(&task.id).await.expect("audit");
     assert!(audit.iter().all(|e| e.accepted));
@@ -181,7 +117,7 @@ async fn a_conversation_completes_when_every_criterion_is_met() {
     let envelope = Part::data(json!({"name": "Audit", "goal": "Audit the ledger",
         "acceptance_criteria": [{"text": "ledger read"}]}))
     .with_media_type(TASK_MEDIA_TYPE);
-    let task = send_ok(
+    let task = send_task(
         &f,
         send(message("alice", "m-1", vec![Part::text("start"), envelope])),
     )
@@ -191,21 +127,20 @@ async fn a_conversation_completes_when_every_criterion_is_met() {
     // The reporter marks the criterion met with an upstream-form envelope and a comment.
     let met = Part::data(json!({"kind": "task", "payload": {"acceptance_criteria": [{"text": "ledger read", "met": true}]}}))
         .with_media_type(EVENT_MEDIA_TYPE);
-    let done = send_ok(
+    let done = send_task(
         &f,
-        follow_up(
-            message("alice", "m-2", vec![Part::text("done, thanks"), met]),
+        on(
             &task,
+            message("alice", "m-2", vec![Part::text("done, thanks"), met]),
         ),
     )
     .await;
-    assert_eq!(done.status.state, TaskState::Completed);
-    assert_eq!(status_text(&done), "done, thanks");
+    assert_status(&done, TaskState::Completed, "done, thanks");
     assert_eq!(ext(&done)["acceptance_criteria"][0]["met"], true);
     // A terminal task takes no more messages.
     let err = f
         .service
-        .send_message(&ctx(), follow_up(text("alice", "m-3", "more"), &task))
+        .send_message(&ctx(), on(&task, text("alice", "m-3", "more")))
         .await
         .expect_err("terminal");
     assert!(
@@ -217,9 +152,9 @@ async fn a_conversation_completes_when_every_criterion_is_met() {
 #[tokio::test]
 async fn a_non_participant_is_refused_with_a_status_update_that_says_why() {
     let f = fixture();
-    let task = send_ok(&f, send(text("alice", "m-1", "private matter"))).await;
+    let task = send_task(&f, send(text("alice", "m-1", "private matter"))).await;
     let before = events(&f, &task.id).await;
-    let refused = send_ok(&f, follow_up(text("mallory", "m-2", "let me in"), &task)).await;
+    let refused = send_task(&f, on(&task, text("mallory", "m-2", "let me in"))).await;
     assert_eq!(refused.id, task.id);
     assert_eq!(
         refused.status.state,
@@ -247,7 +182,7 @@ async fn a_non_participant_is_refused_with_a_status_update_that_says_why() {
     // The stream gets exactly that one event.
     let mut stream = f
         .service
-        .send_streaming_message(&ctx(), follow_up(text("mallory", "m-3", "again"), &task))
+        .send_streaming_message(&ctx(), on(&task, text("mallory", "m-3", "again")))
         .await
         .expect("stream");
     let only = stream.next().await.expect("one event").expect("ok");
@@ -258,26 +193,12 @@ async fn a_non_participant_is_refused_with_a_status_update_that_says_why() {
     // And reads by a stranger look like a task that does not exist.
     let get = f
         .service
-        .get_task(
-            &as_participant("mallory"),
-            GetTaskRequest {
-                id: task.id.clone(),
-                history_length: None,
-                tenant: None,
-            },
-        )
+        .get_task(&as_participant("mallory"), get_request(&task.id, None))
         .await;
     assert_eq!(get, Err(ServiceError::TaskNotFound(task.id.clone())));
     let missing = f
         .service
-        .get_task(
-            &as_participant("alice"),
-            GetTaskRequest {
-                id: "nope".into(),
-                history_length: None,
-                tenant: None,
-            },
-        )
+        .get_task(&as_participant("alice"), get_request("nope", None))
         .await;
     assert_eq!(missing, Err(ServiceError::TaskNotFound("nope".into())));
 }
@@ -297,7 +218,7 @@ async fn identity_is_required_unless_a_default_is_configured() {
         ServiceError::InvalidParams("no participant asserted".into())
     );
     let with_default = fixture_with(|c| c.default_participant = Some("guest".into()));
-    let task = send_ok(&with_default, send(anonymous)).await;
+    let task = send_task(&with_default, send(anonymous)).await;
     assert_eq!(ext(&task)["participants"][0]["id"], "guest");
     // The header names the participant when the message does not.
     let mut by_header = Message::new(Role::User, vec![Part::text("hi")]);
@@ -317,21 +238,19 @@ async fn identity_is_required_unless_a_default_is_configured() {
 async fn commands_change_model_and_effort_without_running_the_agent() {
     let f = fixture();
     // A command as the first message opens a conversation waiting for the next one.
-    let task = send_ok(&f, send(text("alice", "m-1", "/effort high"))).await;
-    assert_eq!(
-        (task.status.state.clone(), status_text(&task)),
-        (
-            TaskState::InputRequired,
-            "reasoning effort set to high".to_owned()
-        )
+    let task = send_task(&f, send(text("alice", "m-1", "/effort high"))).await;
+    assert_status(
+        &task,
+        TaskState::InputRequired,
+        "reasoning effort set to high",
     );
     assert_eq!(ext(&task)["reasoning_effort"], "high");
-    let shown = send_ok(&f, follow_up(text("alice", "m-2", "/model"), &task)).await;
+    let shown = send_task(&f, on(&task, text("alice", "m-2", "/model"))).await;
     assert_eq!(
         status_text(&shown),
         "model: echo (default); available: echo (echo)"
     );
-    let refused = send_ok(&f, follow_up(text("alice", "m-3", "/model gpt-9"), &task)).await;
+    let refused = send_task(&f, on(&task, text("alice", "m-3", "/model gpt-9"))).await;
     assert_eq!(
         status_text(&refused),
         "unknown model \"gpt-9\"; available: echo (echo)"
@@ -341,7 +260,7 @@ async fn commands_change_model_and_effort_without_running_the_agent() {
         TaskState::InputRequired,
         "state unchanged"
     );
-    let set = send_ok(&f, follow_up(text("alice", "m-4", "/model echo"), &task)).await;
+    let set = send_task(&f, on(&task, text("alice", "m-4", "/model echo"))).await;
     assert_eq!(status_text(&set), "model set to echo (echo)");
     assert_eq!(ext(&set)["model"], "echo");
     let history = f.store.history(&task.id, None).await.expect("history");
@@ -398,9 +317,9 @@ async fn envelopes_that_set_server_controlled_fields_are_refused_whole() {
 #[tokio::test]
 async fn a_repeated_message_id_is_processed_once() {
     let f = fixture();
-    let task = send_ok(&f, send(text("alice", "m-1", "hello"))).await;
-    let again = send_ok(&f, follow_up(text("alice", "m-2", "second"), &task)).await;
-    let repeat = send_ok(&f, follow_up(text("alice", "m-2", "second"), &task)).await;
+    let task = send_task(&f, send(text("alice", "m-1", "hello"))).await;
+    let again = send_task(&f, on(&task, text("alice", "m-2", "second"))).await;
+    let repeat = send_task(&f, on(&task, text("alice", "m-2", "second"))).await;
     assert_eq!(repeat.id, again.id);
     let history = f.store.history(&task.id, None).await.expect("history");
     assert_eq!(history.iter().filter(|m| m.message_id == "m-2").count(), 1);
@@ -411,7 +330,7 @@ async fn context_ids_and_history_lengths() {
     let f = fixture();
     let mut first = text("alice", "m-1", "hello");
     first.context_id = Some("ctx-mine".into());
-    let task = send_ok(&f, send(first)).await;
+    let task = send_task(&f, send(first)).await;
     assert_eq!(
         task.context_id, "ctx-mine",
         "a client-provided context id is kept"
@@ -420,15 +339,11 @@ async fn context_ids_and_history_lengths() {
     wrong.context_id = Some("other".into());
     let err = f
         .service
-        .send_message(&ctx(), follow_up(wrong, &task))
+        .send_message(&ctx(), on(&task, wrong))
         .await
         .expect_err("mismatch");
     assert!(matches!(err, ServiceError::InvalidParams(ref m) if m.contains("does not match")));
-    let get = |n| GetTaskRequest {
-        id: task.id.clone(),
-        history_length: n,
-        tenant: None,
-    };
+    let get = |n| get_request(&task.id, n);
     let alice = as_participant("alice");
     assert!(
         f.service
@@ -466,12 +381,12 @@ async fn context_ids_and_history_lengths() {
         .service
         .send_message(
             &ctx(),
-            follow_up(
-                text("alice", "m-3", "x"),
+            on(
                 &Task {
                     id: "nope".into(),
                     ..task.clone()
                 },
+                text("alice", "m-3", "x"),
             ),
         )
         .await;
@@ -501,11 +416,7 @@ async fn a_blocking_send_answers_with_the_history_get_task_shows() {
     let same_as_get = |answer: Task, length: Option<i32>, what: String| {
         let (f, alice) = (&f, &alice);
         async move {
-            let get = GetTaskRequest {
-                id: answer.id.clone(),
-                history_length: length,
-                tenant: None,
-            };
+            let get = get_request(&answer.id, length);
             let got = f.service.get_task(alice, get).await.expect("get");
             assert_eq!(
                 serde_json::to_value(&answer.history).expect("json"),
@@ -518,14 +429,14 @@ async fn a_blocking_send_answers_with_the_history_get_task_shows() {
     let lengths = [None, Some(0), Some(1), Some(2), Some(5)];
     for (n, length) in lengths.into_iter().enumerate() {
         let first = text("alice", "first", &format!("hello {n}"));
-        let answer = send_ok(&f, sent(first, length)).await;
+        let answer = send_task(&f, sent(first, length)).await;
         let shown = same_as_get(answer, length, format!("first message {n}")).await;
         assert_eq!(shown, length.map_or(2, |l| (l as usize).min(2)));
     }
-    let task = send_ok(&f, send(text("alice", "m-0", "start"))).await;
+    let task = send_task(&f, send(text("alice", "m-0", "start"))).await;
     for (n, length) in lengths.into_iter().enumerate() {
         let more = text("alice", &format!("m-{}", n + 1), &format!("more {n}"));
-        let answer = send_ok(&f, sent(follow_up(more, &task).message, length)).await;
+        let answer = send_task(&f, sent(on(&task, more).message, length)).await;
         same_as_get(answer, length, format!("follow-up {n}")).await;
     }
 }
@@ -540,7 +451,7 @@ async fn return_immediately_answers_before_the_agent_runs() {
         task_push_notification_config: None,
         history_length: None,
     });
-    let task = send_ok(&f, req).await;
+    let task = send_task(&f, req).await;
     assert!(matches!(
         task.status.state,
         TaskState::Submitted | TaskState::Working | TaskState::InputRequired
@@ -549,14 +460,7 @@ async fn return_immediately_answers_before_the_agent_runs() {
     for _ in 0..200 {
         let now = f
             .service
-            .get_task(
-                &as_participant("alice"),
-                GetTaskRequest {
-                    id: task.id.clone(),
-                    history_length: None,
-                    tenant: None,
-                },
-            )
+            .get_task(&as_participant("alice"), get_request(&task.id, None))
             .await
             .expect("get");
         if now.status.state == TaskState::InputRequired {
@@ -600,7 +504,7 @@ async fn a_stream_gives_the_task_then_its_updates_and_ends_when_it_waits() {
 #[tokio::test]
 async fn subscribe_follows_a_task_until_it_waits_or_ends() {
     let f = fixture();
-    let task = send_ok(&f, send(text("alice", "m-1", "hello"))).await;
+    let task = send_task(&f, send(text("alice", "m-1", "hello"))).await;
     let alice = as_participant("alice");
     let sub = f
         .service
@@ -616,7 +520,7 @@ async fn subscribe_follows_a_task_until_it_waits_or_ends() {
     let follower =
         tokio::spawn(async move { sub.map(|e| e.expect("ok")).collect::<Vec<_>>().await });
     tokio::time::sleep(Duration::from_millis(50)).await;
-    send_ok(&f, follow_up(text("alice", "m-2", "again"), &task)).await;
+    send_task(&f, on(&task, text("alice", "m-2", "again"))).await;
     let seen = tokio::time::timeout(Duration::from_secs(5), follower)
         .await
         .expect("ends")
@@ -645,14 +549,7 @@ async fn subscribe_follows_a_task_until_it_waits_or_ends() {
         .await;
     assert!(matches!(stranger, Err(ServiceError::TaskNotFound(_))));
     f.service
-        .cancel_task(
-            &alice,
-            CancelTaskRequest {
-                id: task.id.clone(),
-                metadata: None,
-                tenant: None,
-            },
-        )
+        .cancel_task(&alice, cancel_request(&task.id))
         .await
         .expect("cancel");
     let ended = f
@@ -675,16 +572,12 @@ async fn cancel_is_for_reporters_and_admins_and_happens_once() {
         {"id": "alice", "kind": "human", "role": "reporter"},
         {"id": "carol", "kind": "human", "role": "assignee"}]}))
     .with_media_type(TASK_MEDIA_TYPE);
-    let task = send_ok(
+    let task = send_task(
         &f,
         send(message("alice", "m-1", vec![Part::text("go"), envelope])),
     )
     .await;
-    let req = || CancelTaskRequest {
-        id: task.id.clone(),
-        metadata: None,
-        tenant: None,
-    };
+    let req = || cancel_request(&task.id);
     let err = f
         .service
         .cancel_task(&as_participant("carol"), req())
@@ -707,10 +600,7 @@ async fn cancel_is_for_reporters_and_admins_and_happens_once() {
         .cancel_task(&as_participant("alice"), req())
         .await
         .expect("reporter");
-    assert_eq!(
-        (canceled.status.state.clone(), status_text(&canceled)),
-        (TaskState::Canceled, "canceled by alice".to_owned())
-    );
+    assert_status(&canceled, TaskState::Canceled, "canceled by alice");
     let again = f
         .service
         .cancel_task(&as_participant("alice"), req())
@@ -722,9 +612,9 @@ async fn cancel_is_for_reporters_and_admins_and_happens_once() {
 #[tokio::test]
 async fn list_tasks_is_scoped_to_the_caller() {
     let f = fixture();
-    let a = send_ok(&f, send(text("alice", "m-1", "one"))).await;
-    send_ok(&f, send(text("bob", "m-2", "two"))).await;
-    let b = send_ok(&f, send(text("alice", "m-3", "three"))).await;
+    let a = send_task(&f, send(text("alice", "m-1", "one"))).await;
+    send_task(&f, send(text("bob", "m-2", "two"))).await;
+    let b = send_task(&f, send(text("alice", "m-3", "three"))).await;
     let alice = as_participant("alice");
     let list = f
         .service
@@ -783,7 +673,7 @@ async fn list_tasks_is_scoped_to_the_caller() {
 #[tokio::test]
 async fn push_configs_and_the_private_webhook_guard() {
     let f = fixture();
-    let task = send_ok(&f, send(text("alice", "m-1", "hello"))).await;
+    let task = send_task(&f, send(text("alice", "m-1", "hello"))).await;
     let alice = as_participant("alice");
     let config = |url: &str| TaskPushNotificationConfig {
         url: url.into(),
@@ -802,7 +692,7 @@ async fn push_configs_and_the_private_webhook_guard() {
         "{refused:?}"
     );
     let allowed = fixture_with(|c| c.allow_private_webhooks = true);
-    let task2 = send_ok(&allowed, send(text("alice", "m-1", "hello"))).await;
+    let task2 = send_task(&allowed, send(text("alice", "m-1", "hello"))).await;
     let created = allowed
         .service
         .create_push_config(
@@ -889,7 +779,7 @@ async fn parts_the_agent_does_not_accept_are_refused() {
         "{err:?}"
     );
     let data = Part::data(json!({"order": 48213}));
-    let task = send_ok(&f, send(message("alice", "m-2", vec![data]))).await;
+    let task = send_task(&f, send(message("alice", "m-2", vec![data]))).await;
     assert_eq!(
         status_text(&task),
         "{\"order\":48213}",
@@ -917,34 +807,35 @@ async fn the_extended_card_is_offered_only_when_configured() {
 #[tokio::test]
 async fn get_task_json_is_get_task_at_the_current_version_for_readers_only() {
     let f = fixture();
-    let get = |id: &str, history_length: Option<i32>| GetTaskRequest {
-        id: id.to_owned(),
-        history_length,
-        tenant: None,
-    };
     let as_json = |task: Task| serde_json::to_value(task).expect("json");
     let rendered = |raw: Box<serde_json::value::RawValue>| -> Value {
         serde_json::from_str(raw.get()).expect("rendered json")
     };
-    let task = send_ok(&f, send(text("alice", "m-1", "hello"))).await;
+    let task = send_task(&f, send(text("alice", "m-1", "hello"))).await;
     let alice = as_participant("alice");
     for _ in 0..2 {
         // The second answer comes from the kept view.
-        let json = f.service.get_task_json(&alice, get(&task.id, None)).await;
-        let typed = f.service.get_task(&alice, get(&task.id, None)).await;
+        let json = f
+            .service
+            .get_task_json(&alice, get_request(&task.id, None))
+            .await;
+        let typed = f
+            .service
+            .get_task(&alice, get_request(&task.id, None))
+            .await;
         assert_eq!(rendered(json.expect("json")), as_json(typed.expect("task")));
         assert!(matches!(
             f.service
-                .get_task_json(&as_participant("mallory"), get(&task.id, None))
+                .get_task_json(&as_participant("mallory"), get_request(&task.id, None))
                 .await,
             Err(ServiceError::TaskNotFound(_))
         ));
     }
     // A change of the task is seen at once.
-    let after = send_ok(&f, follow_up(text("alice", "m-2", "again"), &task)).await;
+    let after = send_task(&f, on(&task, text("alice", "m-2", "again"))).await;
     let json = rendered(
         f.service
-            .get_task_json(&alice, get(&task.id, None))
+            .get_task_json(&alice, get_request(&task.id, None))
             .await
             .expect("json"),
     );
@@ -953,18 +844,18 @@ async fn get_task_json_is_get_task_at_the_current_version_for_readers_only() {
     // A limited history is rendered as get_task renders it.
     let limited = f
         .service
-        .get_task_json(&alice, get(&task.id, Some(1)))
+        .get_task_json(&alice, get_request(&task.id, Some(1)))
         .await
         .expect("json");
     let typed = f
         .service
-        .get_task(&alice, get(&task.id, Some(1)))
+        .get_task(&alice, get_request(&task.id, Some(1)))
         .await
         .expect("task");
     assert_eq!(rendered(limited), as_json(typed));
     assert!(matches!(
         f.service
-            .get_task_json(&alice, get("no-such-task", None))
+            .get_task_json(&alice, get_request("no-such-task", None))
             .await,
         Err(ServiceError::TaskNotFound(_))
     ));

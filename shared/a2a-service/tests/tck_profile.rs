@@ -4,39 +4,34 @@
 //! TCK's message id scenarios) and by small scripted agents.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use a2a::{
-    Artifact, ListTasksRequest, Message, Part, PartContent, Role, SendMessageConfiguration,
-    SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskState,
+    Artifact, Message, Part, PartContent, Role, SendMessageConfiguration, SendMessageResponse,
+    StreamResponse, Task, TaskState,
 };
 use a2a_service::view::IN_REPLY_TO_KEY;
 use a2a_service::{
-    A2aApi, Agent, AgentReply, ArtifactChunk, RequestContext, Service, ServiceConfig, ServiceError,
-    TckAgent, TurnContext,
+    A2aApi, Agent, AgentReply, ArtifactChunk, ServiceConfig, ServiceError, TckAgent, TurnContext,
 };
 use async_trait::async_trait;
+use common::{Fixture, assert_status, ctx, list_request, on, send, send_task};
 use futures::StreamExt;
 use serde_json::json;
-use store_memory::MemoryStore;
 use task_core::extension::TaskRef;
-use task_store::{Change, Store, StoreError, TaskUpdate};
+use task_store::{Change, StoreError, TaskUpdate};
 
-struct Fixture {
-    service: Service,
-    store: Arc<dyn Store>,
-}
-
+/// `agent`, polling quickly, with `tck` for the participant no message names and the config
+/// as `configure` leaves it.
 fn fixture_with(agent: Arc<dyn Agent>, configure: impl FnOnce(&mut ServiceConfig)) -> Fixture {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let mut config = ServiceConfig::local("http://127.0.0.1:8080");
-    config.poll_interval = Duration::from_millis(10);
-    config.blocking_timeout = Duration::from_secs(10);
-    config.default_participant = Some("tck".into());
-    configure(&mut config);
-    let service = Service::new(store.clone(), config, agent, None);
-    Fixture { service, store }
+    common::fixture_with(agent, |config| {
+        common::quick(config);
+        config.default_participant = Some("tck".into());
+        configure(config);
+    })
 }
 
 fn tck() -> Fixture {
@@ -46,45 +41,11 @@ fn tck() -> Fixture {
     )
 }
 
-fn ctx() -> RequestContext {
-    RequestContext::default()
-}
-
 /// A plain A2A message (no participant: the default one applies).
 fn message(id: &str, text: &str) -> Message {
     let mut m = Message::new(Role::User, vec![Part::text(text)]);
     m.message_id = id.into();
     m
-}
-
-fn send(message: Message) -> SendMessageRequest {
-    SendMessageRequest {
-        message,
-        configuration: None,
-        metadata: None,
-        tenant: None,
-    }
-}
-
-fn on(task: &Task, mut message: Message) -> SendMessageRequest {
-    message.task_id = Some(task.id.clone());
-    send(message)
-}
-
-async fn send_task(f: &Fixture, req: SendMessageRequest) -> Task {
-    match f.service.send_message(&ctx(), req).await.expect("send") {
-        SendMessageResponse::Task(task) => task,
-        other => panic!("expected a task, got {other:?}"),
-    }
-}
-
-fn status_text(task: &Task) -> String {
-    task.status
-        .message
-        .as_ref()
-        .and_then(|m| m.parts[0].as_text())
-        .unwrap_or_default()
-        .to_owned()
 }
 
 fn texts(artifact: &Artifact) -> Vec<&str> {
@@ -127,21 +88,25 @@ fn kinds(events: &[StreamResponse]) -> Vec<String> {
         .collect()
 }
 
+/// Streams the message `id` (a TCK scenario) to the end and checks the kinds of the events
+/// it gave, in order; returns them.
+async fn streamed(f: &Fixture, id: &str, expected: &[&str]) -> Vec<StreamResponse> {
+    let mut stream = f
+        .service
+        .send_streaming_message(&ctx(), send(message(id, "go")))
+        .await
+        .expect("stream");
+    let mut events = Vec::new();
+    while let Some(event) = stream.next().await {
+        events.push(event.expect("event"));
+    }
+    assert_eq!(kinds(&events), expected);
+    events
+}
+
 async fn list_all(f: &Fixture) -> Vec<Task> {
     f.service
-        .list_tasks(
-            &ctx(),
-            ListTasksRequest {
-                context_id: None,
-                status: None,
-                page_size: None,
-                page_token: None,
-                history_length: None,
-                status_timestamp_after: None,
-                include_artifacts: None,
-                tenant: None,
-            },
-        )
+        .list_tasks(&ctx(), list_request())
         .await
         .expect("list")
         .tasks
@@ -151,8 +116,7 @@ async fn list_all(f: &Fixture) -> Vec<Task> {
 async fn a_completing_agent_ends_the_task_whatever_the_lifecycle_rule_says() {
     let f = tck();
     let task = send_task(&f, send(message("tck-complete-task-0001", "hello"))).await;
-    assert_eq!(task.status.state, TaskState::Completed);
-    assert_eq!(status_text(&task), "Hello from TCK");
+    assert_status(&task, TaskState::Completed, "Hello from TCK");
     let history = task.history.as_ref().expect("history");
     assert_eq!(
         history.iter().map(|m| m.role.clone()).collect::<Vec<_>>(),
@@ -164,10 +128,7 @@ async fn a_completing_agent_ends_the_task_whatever_the_lifecycle_rule_says() {
     );
     // Anything without a scenario completes with an echo.
     let echo = send_task(&f, send(message("tck-push-0002", "echo me"))).await;
-    assert_eq!(
-        (echo.status.state.clone(), status_text(&echo)),
-        (TaskState::Completed, "echo me".to_owned())
-    );
+    assert_status(&echo, TaskState::Completed, "echo me");
 }
 
 #[tokio::test]
@@ -179,8 +140,7 @@ async fn input_required_follows_the_lifecycle_and_a_later_completion_ends_it() {
     let again = send_task(&f, on(&task, message("tck-input-required-0002", "more"))).await;
     assert_eq!(again.status.state, TaskState::InputRequired);
     let done = send_task(&f, on(&task, message("tck-complete-task-0003", "done"))).await;
-    assert_eq!(done.status.state, TaskState::Completed);
-    assert_eq!(status_text(&done), "Hello from TCK");
+    assert_status(&done, TaskState::Completed, "Hello from TCK");
     assert_eq!(done.history.expect("history").len(), 6);
 }
 
@@ -246,28 +206,14 @@ async fn artifacts_are_stored_and_logged_before_the_final_status() {
 #[tokio::test]
 async fn a_stream_carries_working_the_artifact_chunks_and_completed_in_order() {
     let f = tck();
-    let mut stream = f
-        .service
-        .send_streaming_message(
-            &ctx(),
-            send(message("tck-stream-artifact-chunked-0001", "go")),
-        )
-        .await
-        .expect("stream");
-    let mut events = Vec::new();
-    while let Some(event) = stream.next().await {
-        events.push(event.expect("event"));
-    }
-    assert_eq!(
-        kinds(&events),
-        vec![
-            "task Submitted",
-            "status Working",
-            "artifact chunk-1 ",
-            "artifact chunk-2 +append +last",
-            "status Completed"
-        ]
-    );
+    let expected = [
+        "task Submitted",
+        "status Working",
+        "artifact chunk-1 ",
+        "artifact chunk-2 +append +last",
+        "status Completed",
+    ];
+    let events = streamed(&f, "tck-stream-artifact-chunked-0001", &expected).await;
     let (StreamResponse::ArtifactUpdate(first), StreamResponse::ArtifactUpdate(second)) =
         (&events[2], &events[3])
     else {
@@ -281,6 +227,18 @@ async fn a_stream_carries_working_the_artifact_chunks_and_completed_in_order() {
     assert_eq!(texts(&artifacts[0]), ["chunk-1 ", "chunk-2"]);
 }
 
+/// An artifact of one text part.
+fn text_artifact(id: &str, text: &str) -> Artifact {
+    Artifact {
+        artifact_id: id.into(),
+        name: None,
+        description: None,
+        parts: vec![Part::text(text)],
+        metadata: None,
+        extensions: None,
+    }
+}
+
 /// Appends to an artifact it stored on an earlier turn, then replaces another one.
 struct Appender;
 
@@ -288,28 +246,20 @@ struct Appender;
 impl Agent for Appender {
     async fn run(&self, turn: &mut TurnContext<'_>) -> Result<AgentReply, StoreError> {
         let input = turn.input();
-        let artifact = |id: &str, text: &str| Artifact {
-            artifact_id: id.into(),
-            name: None,
-            description: None,
-            parts: vec![Part::text(text)],
-            metadata: None,
-            extensions: None,
-        };
         let reply = AgentReply::text(input);
         Ok(match input {
             "first" => reply
-                .with_artifact(ArtifactChunk::whole(artifact("log", "line 1")))
-                .with_artifact(ArtifactChunk::whole(artifact("summary", "draft"))),
+                .with_artifact(ArtifactChunk::whole(text_artifact("log", "line 1")))
+                .with_artifact(ArtifactChunk::whole(text_artifact("summary", "draft"))),
             _ => reply
                 .with_artifact(ArtifactChunk {
-                    artifact: artifact("log", "line 2"),
+                    artifact: text_artifact("log", "line 2"),
                     append: true,
                     last_chunk: false,
                 })
-                .with_artifact(ArtifactChunk::whole(artifact("summary", "final")))
+                .with_artifact(ArtifactChunk::whole(text_artifact("summary", "final")))
                 .with_artifact(ArtifactChunk {
-                    artifact: artifact("log", "line 3"),
+                    artifact: text_artifact("log", "line 3"),
                     append: true,
                     last_chunk: true,
                 }),
@@ -353,8 +303,7 @@ async fn appended_chunks_extend_the_artifact_stored_by_an_earlier_turn() {
 async fn a_rejecting_agent_rejects_the_task_for_good() {
     let f = tck();
     let task = send_task(&f, send(message("tck-reject-task-0001", "no"))).await;
-    assert_eq!(task.status.state, TaskState::Rejected);
-    assert_eq!(status_text(&task), "rejected");
+    assert_status(&task, TaskState::Rejected, "rejected");
     let err = f
         .service
         .send_message(&ctx(), on(&task, message("tck-complete-task-0002", "?")))
@@ -372,16 +321,8 @@ struct Failing;
 #[async_trait]
 impl Agent for Failing {
     async fn run(&self, _turn: &mut TurnContext<'_>) -> Result<AgentReply, StoreError> {
-        Ok(
-            AgentReply::fail("model unavailable").with_artifact(ArtifactChunk::whole(Artifact {
-                artifact_id: "partial".into(),
-                name: None,
-                description: None,
-                parts: vec![Part::text("half done")],
-                metadata: None,
-                extensions: None,
-            })),
-        )
+        Ok(AgentReply::fail("model unavailable")
+            .with_artifact(ArtifactChunk::whole(text_artifact("partial", "half done"))))
     }
 }
 
@@ -389,8 +330,7 @@ impl Agent for Failing {
 async fn a_failed_run_fails_the_task_with_its_reason_and_keeps_what_it_produced() {
     let f = fixture_with(Arc::new(Failing), |_| {});
     let task = send_task(&f, send(message("m-1", "try"))).await;
-    assert_eq!(task.status.state, TaskState::Failed);
-    assert_eq!(status_text(&task), "model unavailable");
+    assert_status(&task, TaskState::Failed, "model unavailable");
     assert_eq!(task.artifacts.expect("artifacts")[0].artifact_id, "partial");
 }
 
@@ -415,8 +355,7 @@ async fn a_parent_told_done_still_waits_for_its_unresolved_sub_task() {
         .expect("commit");
 
     let waiting = send_task(&f, on(&task, message("tck-complete-task-0002", "done"))).await;
-    assert_eq!(waiting.status.state, TaskState::Working);
-    assert_eq!(status_text(&waiting), "Hello from TCK");
+    assert_status(&waiting, TaskState::Working, "Hello from TCK");
     assert_eq!(
         kinds(&log(&f, &task.id).await)[3..],
         ["status Working", "status Working"]
@@ -476,17 +415,6 @@ async fn a_direct_reply_is_a_message_and_stores_nothing() {
 #[tokio::test]
 async fn the_long_running_scenario_works_then_completes() {
     let f = tck();
-    let mut stream = f
-        .service
-        .send_streaming_message(&ctx(), send(message("test-resubscribe-message-id", "go")))
-        .await
-        .expect("stream");
-    let mut events = Vec::new();
-    while let Some(event) = stream.next().await {
-        events.push(event.expect("event"));
-    }
-    assert_eq!(
-        kinds(&events),
-        vec!["task Submitted", "status Working", "status Completed"]
-    );
+    let expected = ["task Submitted", "status Working", "status Completed"];
+    streamed(&f, "test-resubscribe-message-id", &expected).await;
 }
