@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use assembly::names;
-pub use assembly::settings::{AgentProfile, ConfigError, Settings, invalid, var};
+pub use assembly::settings::{AgentProfile, ConfigError, FromLookup, Settings, invalid, var};
 
 /// How the caller's identity is established (SPEC section 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,17 +38,9 @@ pub struct FunctionConfig {
     pub runner_function: Option<String>,
 }
 
-impl FunctionConfig {
-    /// Reads the environment; a missing or malformed variable is an error naming it.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(var)
-    }
-
-    /// Reads from any lookup (the environment, or a map in tests). A variable of an earlier
-    /// version is an error naming its new name.
-    pub fn from_lookup(
-        lookup: impl Fn(&'static str) -> Option<String>,
-    ) -> Result<Self, ConfigError> {
+impl FromLookup for FunctionConfig {
+    /// A variable of an earlier version is an error naming its new name.
+    fn from_lookup(lookup: impl Fn(&'static str) -> Option<String>) -> Result<Self, ConfigError> {
         assembly::refuse_renamed(&lookup, |_| true)?;
         let settings = Settings::from_lookup(&lookup)?;
         let table = settings
@@ -89,12 +81,10 @@ impl FunctionConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use assembly::settings::lookup_from;
 
     fn read(pairs: &[(&'static str, &str)]) -> Result<FunctionConfig, ConfigError> {
-        let map: HashMap<&'static str, String> =
-            pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
-        FunctionConfig::from_lookup(|k| map.get(k).cloned())
+        FunctionConfig::from_lookup(lookup_from(pairs))
     }
 
     #[test]

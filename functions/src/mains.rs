@@ -7,7 +7,7 @@ use a2a_http::{Method, Serves};
 use lambda_runtime::{LambdaEvent, service_fn};
 use store_dynamodb::DynamoDbStore;
 
-use crate::config::FunctionConfig;
+use crate::config::{FromLookup, FunctionConfig};
 use crate::http::{self, App};
 use crate::notifier::Notifier;
 use crate::{authorizer, calls, runner, service};

@@ -1,7 +1,7 @@
 //! [`Settings`]: what both hosts configure, read by one set of rules from one set of names
 //! (the environment in the functions, the flags and the environment in the local server).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -79,16 +79,29 @@ pub struct Settings {
     pub rate_limit: Option<RateLimit>,
 }
 
-impl Settings {
-    /// Reads the environment; a missing or malformed variable is an error naming it.
-    pub fn from_env() -> Result<Self, ConfigError> {
+/// A configuration read by name from a lookup: the environment, the local server's flags, or
+/// a map in tests ([`lookup_from`]). Both hosts' configurations read this way.
+pub trait FromLookup: Sized {
+    /// Reads from any lookup; a missing or malformed variable is an error naming it.
+    fn from_lookup(lookup: impl Fn(&'static str) -> Option<String>) -> Result<Self, ConfigError>;
+
+    /// Reads the environment ([`var`]).
+    fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(var)
     }
+}
 
-    /// Reads from any lookup (the environment, the local server's flags, a map in tests).
-    pub fn from_lookup(
-        lookup: impl Fn(&'static str) -> Option<String>,
-    ) -> Result<Self, ConfigError> {
+/// A lookup over fixed `(name, value)` pairs (for tests of the configurations).
+pub fn lookup_from(
+    pairs: &[(&'static str, &str)],
+) -> impl Fn(&'static str) -> Option<String> + use<> {
+    let map: HashMap<&'static str, String> =
+        pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+    move |name| map.get(name).cloned()
+}
+
+impl FromLookup for Settings {
+    fn from_lookup(lookup: impl Fn(&'static str) -> Option<String>) -> Result<Self, ConfigError> {
         let base_url = lookup(names::BASE_URL);
         if let Some(url) = &base_url
             && !(url.starts_with("https://") || url.starts_with("http://"))
