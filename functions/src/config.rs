@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use assembly::names;
+use assembly::settings::one_of;
 pub use assembly::settings::{AgentProfile, ConfigError, FromLookup, Settings, invalid, var};
 
 /// How the caller's identity is established (SPEC section 4).
@@ -51,16 +52,15 @@ impl FromLookup for FunctionConfig {
             .base_url
             .clone()
             .ok_or_else(|| invalid(names::BASE_URL, "not set"))?;
-        let auth = match lookup(names::AUTH_MODE).as_deref() {
-            None | Some("none") => AuthMode::None,
-            Some("authorizer") => AuthMode::Authorizer,
-            Some(other) => {
-                return Err(invalid(
-                    names::AUTH_MODE,
-                    format!("{other:?} is neither `none` nor `authorizer`"),
-                ));
-            }
-        };
+        let auth = one_of(
+            &lookup,
+            names::AUTH_MODE,
+            [
+                ("none", AuthMode::None),
+                ("authorizer", AuthMode::Authorizer),
+            ],
+            AuthMode::None,
+        )?;
         let stream_end_margin = match lookup(names::STREAM_END_MARGIN_MS) {
             None => Duration::from_millis(3000),
             Some(ms) => Duration::from_millis(ms.parse().map_err(|_| {

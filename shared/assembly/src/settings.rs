@@ -108,26 +108,18 @@ impl FromLookup for Settings {
         {
             return Err(invalid(names::BASE_URL, "must be an http(s) URL"));
         }
-        let allow_private_webhooks = match lookup(names::ALLOW_PRIVATE_WEBHOOKS).as_deref() {
-            None | Some("false") => false,
-            Some("true") => true,
-            Some(other) => {
-                return Err(invalid(
-                    names::ALLOW_PRIVATE_WEBHOOKS,
-                    format!("{other:?} is neither `true` nor `false`"),
-                ));
-            }
-        };
-        let agent_profile = match lookup(names::AGENT_PROFILE).as_deref() {
-            None | Some("model") => AgentProfile::Model,
-            Some("tck") => AgentProfile::Tck,
-            Some(other) => {
-                return Err(invalid(
-                    names::AGENT_PROFILE,
-                    format!("{other:?} is neither `model` nor `tck`"),
-                ));
-            }
-        };
+        let allow_private_webhooks = one_of(
+            &lookup,
+            names::ALLOW_PRIVATE_WEBHOOKS,
+            [("true", true), ("false", false)],
+            false,
+        )?;
+        let agent_profile = one_of(
+            &lookup,
+            names::AGENT_PROFILE,
+            [("model", AgentProfile::Model), ("tck", AgentProfile::Tck)],
+            AgentProfile::Model,
+        )?;
         let lease_ttl = Duration::from_secs(positive(&lookup, names::LEASE_TTL_SECS, 30)?);
         let remote_agents = match lookup(names::REMOTE_AGENTS) {
             None => BTreeMap::new(),
@@ -173,6 +165,24 @@ pub fn agent_id(lookup: impl Fn(&'static str) -> Option<String>) -> String {
     lookup(names::AGENT_ID)
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| ServiceConfig::local(String::new()).agent_id)
+}
+
+/// A setting that is one of two words (the value of the one it is), or `default` when unset.
+pub fn one_of<T>(
+    lookup: impl Fn(&'static str) -> Option<String>,
+    name: &'static str,
+    [(first, first_value), (second, second_value)]: [(&str, T); 2],
+    default: T,
+) -> Result<T, ConfigError> {
+    match lookup(name) {
+        None => Ok(default),
+        Some(word) if word == first => Ok(first_value),
+        Some(word) if word == second => Ok(second_value),
+        Some(other) => Err(invalid(
+            name,
+            format!("{other:?} is neither `{first}` nor `{second}`"),
+        )),
+    }
 }
 
 /// A positive whole number, or `default` when unset.
