@@ -349,6 +349,18 @@ async fn subscribe_follows_a_waiting_task_through_a_follow_up_from_another_conne
     }
 }
 
+/// Alice's subscription to `id` over `binding`, on a connection of its own.
+async fn alice_subscribes(server: &Server, binding: Binding, id: &str) -> Events {
+    server
+        .client()
+        .fresh_connection()
+        .as_participant("alice")
+        .api(binding)
+        .subscribe(id)
+        .await
+        .expect("subscribe")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_subscribers_get_the_same_events_in_the_same_order() {
     let server = Server::start();
@@ -358,14 +370,7 @@ async fn two_subscribers_get_the_same_events_in_the_same_order() {
         let id = id_of(&task);
         let mut subscribers = Vec::new();
         for _ in 0..2 {
-            let mut events = server
-                .client()
-                .fresh_connection()
-                .as_participant("alice")
-                .api(binding)
-                .subscribe(id)
-                .await
-                .expect("subscribe");
+            let mut events = alice_subscribes(&server, binding, id).await;
             assert_eq!(
                 event_kind(&events.next().await.expect("the task")),
                 "task:TASK_STATE_INPUT_REQUIRED"
@@ -418,14 +423,7 @@ async fn a_subscription_ends_with_the_cancellation_of_its_task() {
         let api = server.client().api(binding);
         let task = api.send_text("alice", "soon canceled").await;
         let id = id_of(&task);
-        let mut events = server
-            .client()
-            .fresh_connection()
-            .as_participant("alice")
-            .api(binding)
-            .subscribe(id)
-            .await
-            .expect("subscribe");
+        let mut events = alice_subscribes(&server, binding, id).await;
         let first = events.next().await.expect("the task");
         assert_eq!(event_kind(&first), "task:TASK_STATE_INPUT_REQUIRED");
         api.as_participant("alice")

@@ -179,18 +179,24 @@ async fn task_with_config(server: &Server, hook: &Webhook, path: &str) -> serde_
     task
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_webhook_that_fails_for_a_while_gets_the_event_again_in_order() {
+/// What a webhook answering `first` (then 200) gets, until the task waits for input, of
+/// alice's follow-up `text` on a task whose push config points at `path`.
+async fn deliveries_to_a_hook_answering(first: &[u16], path: &str, text: &str) -> Vec<Delivery> {
     let server = Server::builder().allow_private_webhooks().start();
-    // 503 and 429 are worth retrying.
-    let mut hook = Webhook::answering(&[503, 429]).await;
-    let task = task_with_config(&server, &hook, "/flaky").await;
+    let mut hook = Webhook::answering(first).await;
+    let task = task_with_config(&server, &hook, path).await;
     server
         .client()
         .api(Binding::JsonRpc)
-        .follow_up(&task, "alice", "retry me")
+        .follow_up(&task, "alice", text)
         .await;
-    let got = hook.until(waits_for_input).await;
+    hook.until(waits_for_input).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_that_fails_for_a_while_gets_the_event_again_in_order() {
+    // 503 and 429 are worth retrying.
+    let got = deliveries_to_a_hook_answering(&[503, 429], "/flaky", "retry me").await;
     let answered: Vec<u16> = got.iter().map(|d| d.answered).collect();
     assert_eq!(answered, [503, 429, 200, 200], "{got:?}");
     assert_eq!(
@@ -214,15 +220,7 @@ async fn a_webhook_that_fails_for_a_while_gets_the_event_again_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_that_rejects_an_event_is_not_asked_again_but_gets_the_next_one() {
-    let server = Server::builder().allow_private_webhooks().start();
-    let mut hook = Webhook::answering(&[400]).await;
-    let task = task_with_config(&server, &hook, "/picky").await;
-    server
-        .client()
-        .api(Binding::JsonRpc)
-        .follow_up(&task, "alice", "reject the first")
-        .await;
-    let got = hook.until(waits_for_input).await;
+    let got = deliveries_to_a_hook_answering(&[400], "/picky", "reject the first").await;
     assert_eq!(
         kinds(&got),
         [
