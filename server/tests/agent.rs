@@ -27,20 +27,10 @@ fn agent_server(script: Value, extra: &[&str]) -> Server {
 
 /// A new task created by alice with an envelope (name, goal, criteria, participants) and a
 /// text that starts the agent.
-fn new_task(name: &str, criteria: Value, participants: Value, text_part: &str) -> Value {
+fn new_task(name: &str, criteria: Value, participants: Value, text: &str) -> Value {
     let envelope = json!({"name": name, "goal": format!("the goal of {name}"),
                           "acceptance_criteria": criteria, "participants": participants});
-    send_req(message(
-        Some("alice"),
-        vec![
-            text_part_value(text_part),
-            data_part(TASK_MEDIA_TYPE, envelope),
-        ],
-    ))
-}
-
-fn text_part_value(text: &str) -> Value {
-    json!({"text": text})
+    new_task_req("alice", text, envelope)
 }
 
 fn alice_only() -> Value {

@@ -320,34 +320,27 @@ fn configs_in(listed: &serde_json::Value) -> Vec<serde_json::Value> {
     listed["configs"].as_array().cloned().unwrap_or_default()
 }
 
-/// A task whose participants are set by `creator`'s envelope (each `(id, role)`, humans).
-async fn team_task(api: &Api, creator: &str, team: &[(&str, &str)]) -> serde_json::Value {
+/// The participants `team` (each `(id, role)`, humans) and the agent as assignee.
+fn team_and_agent(team: &[(&str, &str)]) -> Vec<serde_json::Value> {
     let mut participants: Vec<serde_json::Value> = team
         .iter()
         .map(|(id, role)| json!({"id": id, "kind": "human", "role": role}))
         .collect();
     participants.push(json!({"id": "tiny-harness", "kind": "agent", "role": "assignee"}));
-    let envelope = data_part(
-        TASK_MEDIA_TYPE,
-        json!({"name": "Team", "goal": "g", "participants": participants}),
-    );
-    api.send_ok(send_req(message(
-        Some(creator),
-        vec![text_part("team work"), envelope],
-    )))
-    .await
+    participants
+}
+
+/// A task whose participants are set by `creator`'s envelope (each `(id, role)`, humans).
+async fn team_task(api: &Api, creator: &str, team: &[(&str, &str)]) -> serde_json::Value {
+    let envelope = json!({"name": "Team", "goal": "g", "participants": team_and_agent(team)});
+    api.send_ok(new_task_req(creator, "team work", envelope))
+        .await
 }
 
 /// `admin`'s envelope that sets the task's participants to `team` (and the agent).
 async fn set_team(api: &Api, admin: &str, task: &serde_json::Value, team: &[(&str, &str)]) {
-    let mut participants: Vec<serde_json::Value> = team
-        .iter()
-        .map(|(id, role)| json!({"id": id, "kind": "human", "role": role}))
-        .collect();
-    participants.push(json!({"id": "tiny-harness", "kind": "agent", "role": "assignee"}));
-    let envelope = data_part(TASK_MEDIA_TYPE, json!({"participants": participants}));
-    api.send_ok(send_req(on(message(Some(admin), vec![envelope]), task)))
-        .await;
+    let envelope = json!({"participants": team_and_agent(team)});
+    api.send_ok(edit_req(admin, task, envelope)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

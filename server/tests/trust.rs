@@ -12,21 +12,9 @@ use serde_json::{Value, json};
 
 const AGENT: &str = "tiny-harness";
 
-fn envelope(payload: Value) -> Value {
-    data_part(TASK_MEDIA_TYPE, payload)
-}
-
-/// A new task from `from`: its first text and an envelope with `payload`.
-fn new_task(from: &str, text: &str, payload: Value) -> Value {
-    send_req(message(
-        Some(from),
-        vec![text_part(text), envelope(payload)],
-    ))
-}
-
 /// A new task from `from` whose envelope sets only its `participants`.
 fn team_task(from: &str, text: &str, participants: Value) -> Value {
-    new_task(
+    new_task_req(
         from,
         text,
         json!({"name": "n", "goal": "g", "participants": participants}),
@@ -74,7 +62,7 @@ async fn a_new_task_cannot_link_to_tasks_on_this_service() {
         ];
         for (field, payload) in links {
             let err = mallory
-                .send(new_task(&name, "cancel me, and them", payload))
+                .send(new_task_req(&name, "cancel me, and them", payload))
                 .await
                 .expect_err("a link to a task here is refused");
             invalid_params_naming(&err, field);
@@ -89,13 +77,11 @@ async fn a_new_task_cannot_link_to_tasks_on_this_service() {
         // An existing task's links cannot be edited either.
         let own = mallory.send_text(&name, "mine").await;
         let err = mallory
-            .send(send_req(on(
-                message(
-                    Some(&name),
-                    vec![envelope(json!({"sub_tasks": [{"task_id": victim_id}]}))],
-                ),
+            .send(edit_req(
+                &name,
                 &own,
-            )))
+                json!({"sub_tasks": [{"task_id": victim_id}]}),
+            ))
             .await
             .expect_err("refused");
         invalid_params_naming(&err, "sub_tasks");
@@ -112,7 +98,7 @@ async fn links_to_tasks_on_other_agents_are_information_only() {
     // here, and nothing travels along it: no cancel, no mirrored state.
     let mallory = api.as_participant("mallory");
     let own = mallory
-        .send_ok(new_task(
+        .send_ok(new_task_req(
             "mallory",
             "hi",
             json!({"name": "n", "goal": "g",
@@ -414,15 +400,8 @@ async fn the_agent_and_the_last_admin_stay_on_the_task() {
                         {"id": "alice", "kind": "human", "role": "reporter"}]),
             ))
             .await;
-        let edit = |participants: Value| {
-            send_req(on(
-                message(
-                    Some("ops"),
-                    vec![envelope(json!({"participants": participants}))],
-                ),
-                &task,
-            ))
-        };
+        let edit =
+            |participants: Value| edit_req("ops", &task, json!({"participants": participants}));
         let without_agent = json!([
             {"id": "ops", "kind": "human", "role": "admin"},
             {"id": "alice", "kind": "human", "role": "reporter"}]);
