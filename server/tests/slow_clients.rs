@@ -85,10 +85,7 @@ fn read_response(stream: &mut TcpStream) -> String {
 
 #[test]
 fn a_client_that_sends_half_its_headers_is_disconnected() {
-    let server = Server::builder()
-        .arg("--header-timeout-secs")
-        .arg("1")
-        .start();
+    let server = server_with("--header-timeout-secs", "1");
     let mut stream = connect(&server);
     stream
         .write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
@@ -106,10 +103,7 @@ fn a_client_that_sends_half_its_headers_is_disconnected() {
 
 #[test]
 fn a_body_trickled_slower_than_the_body_timeout_is_cut() {
-    let server = Server::builder()
-        .arg("--body-timeout-secs")
-        .arg("1")
-        .start();
+    let server = server_with("--body-timeout-secs", "1");
     let mut stream = connect(&server);
     stream
         .write_all(
@@ -130,10 +124,7 @@ fn a_body_trickled_slower_than_the_body_timeout_is_cut() {
 
 #[test]
 fn an_idle_kept_alive_connection_is_closed() {
-    let server = Server::builder()
-        .arg("--idle-timeout-secs")
-        .arg("1")
-        .start();
+    let server = server_with("--idle-timeout-secs", "1");
     let mut stream = connect(&server);
     stream.write_all(GET_CARD).unwrap();
     let first = read_response(&mut stream);
@@ -146,10 +137,7 @@ fn an_idle_kept_alive_connection_is_closed() {
 /// connection goes idle); the idle timeout applies between requests instead.
 #[test]
 fn between_requests_the_idle_timeout_applies_not_the_header_timeout() {
-    let server = Server::builder()
-        .arg("--header-timeout-secs")
-        .arg("1")
-        .start();
+    let server = server_with("--header-timeout-secs", "1");
     let mut stream = connect(&server);
     stream.write_all(GET_CARD).unwrap();
     assert!(read_response(&mut stream).starts_with("HTTP/1.1 200"));
@@ -162,7 +150,7 @@ fn between_requests_the_idle_timeout_applies_not_the_header_timeout() {
 
 #[test]
 fn connections_past_the_cap_wait_until_one_closes() {
-    let server = Server::builder().arg("--max-connections").arg("1").start();
+    let server = server_with("--max-connections", "1");
     let mut first = connect(&server);
     first.write_all(GET_CARD).unwrap();
     assert!(read_response(&mut first).starts_with("HTTP/1.1 200"));
