@@ -33,6 +33,12 @@ fn new_task(name: &str, criteria: Value, participants: Value, text: &str) -> Val
     new_task_req("alice", text, envelope)
 }
 
+/// Alice (as `role`) and bob, a watcher.
+fn alice_and_bob_watching(role: &str) -> Value {
+    json!([{"id": "alice", "kind": "human", "role": role},
+           {"id": "bob", "kind": "human", "role": "watcher"}])
+}
+
 fn alice_only() -> Value {
     json!([{"id": "alice", "kind": "human", "role": "reporter"}])
 }
@@ -199,8 +205,7 @@ async fn a_help_request_waits_for_the_asked_participant_only() {
     ]});
     let server = agent_server(script, &[]);
     let api = server.client().api(Binding::JsonRpc);
-    let people = json!([{"id": "alice", "kind": "human", "role": "reporter"},
-                        {"id": "bob", "kind": "human", "role": "watcher"}]);
+    let people = alice_and_bob_watching("reporter");
     let task = api
         .send_ok(new_task("Refund", json!([]), people, "refund 48213"))
         .await;
@@ -275,8 +280,7 @@ async fn a_task_for_a_participant_completes_on_their_answer() {
     ]});
     let server = agent_server(script, &[]);
     let api = server.client().api(Binding::Rest);
-    let people = json!([{"id": "alice", "kind": "human", "role": "reporter"},
-                        {"id": "bob", "kind": "human", "role": "watcher"}]);
+    let people = alice_and_bob_watching("reporter");
     let task = api
         .send_ok(new_task("Refund", json!([]), people, "refund it"))
         .await;
@@ -332,16 +336,14 @@ async fn only_an_admin_changes_roles() {
     let server = agent_server(script, &[]);
     let api = server.client().api(Binding::JsonRpc);
     // Driven by an admin: the role changes.
-    let people = json!([{"id": "alice", "kind": "human", "role": "admin"},
-                        {"id": "bob", "kind": "human", "role": "watcher"}]);
+    let people = alice_and_bob_watching("admin");
     let task = api
         .send_ok(new_task("By admin", json!([]), people, "promote bob"))
         .await;
     let bob = participant(&task, "bob").clone();
     assert_eq!(bob["role"], "reporter");
     // Driven by a reporter: refused, nothing changes.
-    let people = json!([{"id": "alice", "kind": "human", "role": "reporter"},
-                        {"id": "bob", "kind": "human", "role": "watcher"}]);
+    let people = alice_and_bob_watching("reporter");
     let task = api
         .send_ok(new_task("By reporter", json!([]), people, "promote bob"))
         .await;
