@@ -87,7 +87,7 @@ async fn an_envelope_setting_a_server_controlled_field_is_refused_whole() {
                 json!({"name": "x", "goal": "y", "model": "gpt-9"}),
             ))
             .await
-            .refused("model is server-controlled", -32602, 400, "INVALID_PARAMS");
+            .refused_invalid_params("model is server-controlled");
         assert_eq!(
             err.message,
             "task envelope cannot set server-controlled field(s): model"
@@ -108,12 +108,7 @@ async fn an_envelope_setting_a_server_controlled_field_is_refused_whole() {
             &task,
         )))
         .await
-        .refused(
-            "reasoning_effort is server-controlled",
-            -32602,
-            400,
-            "INVALID_PARAMS",
-        );
+        .refused_invalid_params("reasoning_effort is server-controlled");
         let read = api.read_as("alice", id_of(&task)).await;
         assert_eq!(ext(&read), ext(&task), "nothing applied");
     }
@@ -140,7 +135,7 @@ async fn a_watchers_envelope_and_commands_are_refused() {
         let err = api
             .send(edit_req("wes", &task, json!({"name": "hijacked"})))
             .await
-            .refused("a watcher may not edit", -32602, 400, "INVALID_PARAMS");
+            .refused_invalid_params("a watcher may not edit");
         assert_eq!(
             err.message, "a watcher may not edit this task",
             "{binding:?}"
@@ -177,10 +172,7 @@ async fn participants_an_admin_adds_or_removes_gain_or_lose_the_task() {
             .await;
         let id = id_of(&task);
         let as_zoe = api.as_participant("zoe");
-        as_zoe
-            .get_task(id, None)
-            .await
-            .refused("not yet", -32001, 404, "TASK_NOT_FOUND");
+        as_zoe.get_task(id, None).await.refused_not_found("not yet");
 
         // The admin adds zoe: she reads it and finds it in her list.
         let added = api
@@ -207,10 +199,7 @@ async fn participants_an_admin_adds_or_removes_gain_or_lose_the_task() {
             json!({"participants": [alice, agent]}),
         ))
         .await;
-        as_zoe
-            .get_task(id, None)
-            .await
-            .refused("removed", -32001, 404, "TASK_NOT_FOUND");
+        as_zoe.get_task(id, None).await.refused_not_found("removed");
         let list = as_zoe.list_tasks(json!({})).await.expect("list");
         assert_eq!(list["totalSize"], 0, "{binding:?}: {list}");
 
@@ -225,12 +214,7 @@ async fn participants_an_admin_adds_or_removes_gain_or_lose_the_task() {
                 ]}),
             ))
             .await
-            .refused(
-                "a reporter may not change participants",
-                -32602,
-                400,
-                "INVALID_PARAMS",
-            );
+            .refused_invalid_params("a reporter may not change participants");
         assert_eq!(err.message, "only an admin may change participants");
     }
 }
@@ -411,10 +395,10 @@ async fn a_follow_up_with_another_context_or_an_unknown_task_is_refused() {
         let task = api.send_text("alice", "hello").await;
         let mut wrong = on(text("alice", "hi"), &task);
         wrong["contextId"] = json!("some-other-context");
-        let err =
-            api.send(send_req(wrong))
-                .await
-                .refused("mismatch", -32602, 400, "INVALID_PARAMS");
+        let err = api
+            .send(send_req(wrong))
+            .await
+            .refused_invalid_params("mismatch");
         assert!(err.message.contains("does not match"), "{err:?}");
 
         // The right context is fine.
@@ -424,7 +408,7 @@ async fn a_follow_up_with_another_context_or_an_unknown_task_is_refused() {
 
         api.send(send_req(on(text("alice", "hi"), &json!("no-such-task"))))
             .await
-            .refused("unknown task", -32001, 404, "TASK_NOT_FOUND");
+            .refused_not_found("unknown task");
     }
 }
 

@@ -286,16 +286,14 @@ async fn loopback_webhooks_are_refused_unless_the_operator_allows_them() {
             api.as_participant("alice")
                 .create_push(id_of(&task), json!({ "url": url }))
                 .await
-                .refused("loopback", -32602, 400, "INVALID_PARAMS");
+                .refused_invalid_params("loopback");
         }
 
         // Inline with a new task: refused before the task is created.
         let mut req = send_req(text("carol", "hello"));
         req["configuration"] =
             json!({"taskPushNotificationConfig": {"url": "http://127.0.0.1:9/hook"}});
-        api.send(req)
-            .await
-            .refused("loopback", -32602, 400, "INVALID_PARAMS");
+        api.send(req).await.refused_invalid_params("loopback");
         let list = api.list_as("carol").await;
         assert_eq!(list["totalSize"], 0, "{binding:?}: {list}");
         let configs = api
@@ -375,10 +373,10 @@ async fn a_watcher_cannot_see_take_over_or_delete_the_reporters_push_config() {
             "{shown}"
         );
         // Getting it is getting a config that does not exist.
-        let got =
-            wes.get_push(task_id, "alices")
-                .await
-                .refused("not his", -32001, 404, "TASK_NOT_FOUND");
+        let got = wes
+            .get_push(task_id, "alices")
+            .await
+            .refused_not_found("not his");
         let missing = wes.get_push(task_id, "no-such").await.expect_err("missing");
         assert_eq!(got.message, missing.message, "{binding:?}");
         assert!(!got.raw.to_string().contains("secret-alice"));
@@ -390,12 +388,7 @@ async fn a_watcher_cannot_see_take_over_or_delete_the_reporters_push_config() {
                 json!({"id": "alices", "url": hook.url("/wes"), "token": "tok-wes"}),
             )
             .await
-            .refused(
-                "an id of someone else's config",
-                -32602,
-                400,
-                "INVALID_PARAMS",
-            );
+            .refused_invalid_params("an id of someone else's config");
         assert!(
             hijack.message.contains("push config id alices is taken"),
             "{binding:?}: {hijack:?}"
@@ -431,7 +424,7 @@ async fn a_watcher_cannot_see_take_over_or_delete_the_reporters_push_config() {
         alice
             .get_push(task_id, "alices")
             .await
-            .refused("gone", -32001, 404, "TASK_NOT_FOUND");
+            .refused_not_found("gone");
     }
 }
 
@@ -479,12 +472,9 @@ async fn a_removed_participants_webhook_gets_nothing_after_the_removal() {
         // His config went with him: back on the task, he has none.
         set_team(&api, "ada", &task, &[("ada", "admin"), ("bob", "watcher")]).await;
         let bob = api.as_participant("bob");
-        bob.get_push(task_id, "bobs").await.refused(
-            "removed with its owner",
-            -32001,
-            404,
-            "TASK_NOT_FOUND",
-        );
+        bob.get_push(task_id, "bobs")
+            .await
+            .refused_not_found("removed with its owner");
         assert!(configs_in(&bob.list_push(task_id).await.expect("list")).is_empty());
     }
 }
@@ -516,7 +506,7 @@ async fn push_configs_are_capped_per_participant_and_per_task() {
         let over = alice
             .create_push(task_id, config("a-extra".into()))
             .await
-            .refused("over the cap", -32602, 400, "INVALID_PARAMS");
+            .refused_invalid_params("over the cap");
         assert_eq!(
             over.message,
             format!("at most {PER_PARTICIPANT} push configs per participant per task"),
@@ -552,7 +542,7 @@ async fn push_configs_are_capped_per_participant_and_per_task() {
             .as_participant(last)
             .create_push(task_id, config("one-too-many".into()))
             .await
-            .refused("over the task's cap", -32602, 400, "INVALID_PARAMS");
+            .refused_invalid_params("over the task's cap");
         assert_eq!(
             over.message,
             format!("at most {PER_TASK} push configs per task"),

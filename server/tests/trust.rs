@@ -167,7 +167,7 @@ async fn an_agent_participant_needs_a_verified_identity() {
         let bot = api.as_participant("billing-bot");
         bot.get_task(id, None)
             .await
-            .refused("not the bot", -32001, 404, "TASK_NOT_FOUND");
+            .refused_not_found("not the bot");
         let listed = bot.list_tasks(json!({})).await.expect("list");
         assert_eq!(listed["tasks"], json!([]));
         let refused = api.follow_up(&task, "billing-bot", "I am the bot").await;
