@@ -68,7 +68,7 @@ use tokio::sync::Mutex;
 
 use assembly::names;
 
-use crate::config::{ConfigError, invalid, var};
+use crate::config::{ConfigError, FromLookup, invalid};
 
 /// The algorithms accepted when `TH_JWT_ALGORITHMS` is unset.
 pub const DEFAULT_ALGORITHMS: [Algorithm; 2] = [Algorithm::RS256, Algorithm::ES256];
@@ -151,16 +151,8 @@ fn parse_algorithms(list: &str) -> Result<Vec<Algorithm>, String> {
     Ok(algorithms)
 }
 
-impl AuthorizerConfig {
-    /// Reads the environment; a missing or malformed variable is an error naming it.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(var)
-    }
-
-    /// Reads from any lookup (the environment, or a map in tests).
-    pub fn from_lookup(
-        lookup: impl Fn(&'static str) -> Option<String>,
-    ) -> Result<Self, ConfigError> {
+impl FromLookup for AuthorizerConfig {
+    fn from_lookup(lookup: impl Fn(&'static str) -> Option<String>) -> Result<Self, ConfigError> {
         assembly::refuse_renamed(&lookup, |_| true)?;
         let read = |name| {
             lookup(name)
@@ -195,7 +187,9 @@ impl AuthorizerConfig {
             agent_id,
         })
     }
+}
 
+impl AuthorizerConfig {
     /// `{issuer}/.well-known/openid-configuration` (OpenID Connect Discovery 1.0, section 4).
     pub fn discovery_url(&self) -> Result<Url, String> {
         let base = self.issuer.trim_end_matches('/');
@@ -576,9 +570,7 @@ mod tests {
     use super::*;
 
     fn read(pairs: &[(&'static str, &str)]) -> Result<AuthorizerConfig, ConfigError> {
-        let map: HashMap<&'static str, String> =
-            pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
-        AuthorizerConfig::from_lookup(|k| map.get(k).cloned())
+        AuthorizerConfig::from_lookup(assembly::settings::lookup_from(pairs))
     }
 
     #[test]

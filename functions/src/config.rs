@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use assembly::names;
-pub use assembly::settings::{AgentProfile, ConfigError, Settings, invalid, var};
+use assembly::settings::one_of;
+pub use assembly::settings::{AgentProfile, ConfigError, FromLookup, Settings, invalid, var};
 
 /// How the caller's identity is established (SPEC section 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,17 +39,9 @@ pub struct FunctionConfig {
     pub runner_function: Option<String>,
 }
 
-impl FunctionConfig {
-    /// Reads the environment; a missing or malformed variable is an error naming it.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(var)
-    }
-
-    /// Reads from any lookup (the environment, or a map in tests). A variable of an earlier
-    /// version is an error naming its new name.
-    pub fn from_lookup(
-        lookup: impl Fn(&'static str) -> Option<String>,
-    ) -> Result<Self, ConfigError> {
+impl FromLookup for FunctionConfig {
+    /// A variable of an earlier version is an error naming its new name.
+    fn from_lookup(lookup: impl Fn(&'static str) -> Option<String>) -> Result<Self, ConfigError> {
         assembly::refuse_renamed(&lookup, |_| true)?;
         let settings = Settings::from_lookup(&lookup)?;
         let table = settings
@@ -59,16 +52,15 @@ impl FunctionConfig {
             .base_url
             .clone()
             .ok_or_else(|| invalid(names::BASE_URL, "not set"))?;
-        let auth = match lookup(names::AUTH_MODE).as_deref() {
-            None | Some("none") => AuthMode::None,
-            Some("authorizer") => AuthMode::Authorizer,
-            Some(other) => {
-                return Err(invalid(
-                    names::AUTH_MODE,
-                    format!("{other:?} is neither `none` nor `authorizer`"),
-                ));
-            }
-        };
+        let auth = one_of(
+            &lookup,
+            names::AUTH_MODE,
+            [
+                ("none", AuthMode::None),
+                ("authorizer", AuthMode::Authorizer),
+            ],
+            AuthMode::None,
+        )?;
         let stream_end_margin = match lookup(names::STREAM_END_MARGIN_MS) {
             None => Duration::from_millis(3000),
             Some(ms) => Duration::from_millis(ms.parse().map_err(|_| {
@@ -89,12 +81,10 @@ impl FunctionConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use assembly::settings::lookup_from;
 
     fn read(pairs: &[(&'static str, &str)]) -> Result<FunctionConfig, ConfigError> {
-        let map: HashMap<&'static str, String> =
-            pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
-        FunctionConfig::from_lookup(|k| map.get(k).cloned())
+        FunctionConfig::from_lookup(lookup_from(pairs))
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod notifier;
 pub mod runner;
 mod service;
 
-pub use config::{AuthMode, FunctionConfig};
+pub use config::{AuthMode, FromLookup, FunctionConfig};
 pub use http::App;
 pub use mains::{
     init_tracing, run_authorizer, run_http, run_notifier, run_rest, run_runner, run_sweeper,

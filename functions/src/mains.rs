@@ -7,7 +7,7 @@ use a2a_http::{Method, Serves};
 use lambda_runtime::{LambdaEvent, service_fn};
 use store_dynamodb::DynamoDbStore;
 
-use crate::config::FunctionConfig;
+use crate::config::{FromLookup, FunctionConfig};
 use crate::http::{self, App};
 use crate::notifier::Notifier;
 use crate::{authorizer, calls, runner, service};
@@ -88,32 +88,40 @@ async fn background_service() -> Result<a2a_service::Service, lambda_runtime::Er
     Ok(service::service(store, &config, agent))
 }
 
-/// The `main` of the runner: one handed-off run per invocation (see [`runner`]).
-pub async fn run_runner() -> Result<(), lambda_runtime::Error> {
+/// The `main` of a background function: the service made once, then each invocation's
+/// event handled by `handle` with it.
+async fn run_background<A, R, Fut>(
+    handle: impl Fn(Arc<a2a_service::Service>, A) -> Fut,
+) -> Result<(), lambda_runtime::Error>
+where
+    A: for<'de> serde::Deserialize<'de>,
+    R: serde::Serialize,
+    Fut: Future<Output = Result<R, lambda_runtime::Error>>,
+{
     init_tracing();
     let service = Arc::new(background_service().await?);
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<runner::RunRequest>| {
-        let service = Arc::clone(&service);
-        async move {
-            Ok::<_, lambda_runtime::Error>(runner::run_task(service.runner(), event.payload).await)
-        }
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<A>| {
+        handle(Arc::clone(&service), event.payload)
     }))
+    .await
+}
+
+/// The `main` of the runner: one handed-off run per invocation (see [`runner`]).
+pub async fn run_runner() -> Result<(), lambda_runtime::Error> {
+    run_background(|service, request: runner::RunRequest| async move {
+        Ok(runner::run_task(service.runner(), request).await)
+    })
     .await
 }
 
 /// The `main` of the sweeper: on a schedule, the tasks whose runner died (see [`runner`]).
 pub async fn run_sweeper() -> Result<(), lambda_runtime::Error> {
-    init_tracing();
-    let service = Arc::new(background_service().await?);
-    lambda_runtime::run(service_fn(move |_: LambdaEvent<serde_json::Value>| {
-        let service = Arc::clone(&service);
-        async move {
-            runner::sweep(service.runner())
-                .await
-                // A failed sweep is retried by the next tick; the error names only the store.
-                .map_err(|e| lambda_runtime::Error::from(e.to_string()))
-        }
-    }))
+    run_background(|service, _: serde_json::Value| async move {
+        runner::sweep(service.runner())
+            .await
+            // A failed sweep is retried by the next tick; the error names only the store.
+            .map_err(|e| lambda_runtime::Error::from(e.to_string()))
+    })
     .await
 }
 

@@ -16,6 +16,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use functions::FromLookup;
 use functions::authorizer::{Authorizer, AuthorizerConfig, AuthorizerError};
 use jsonwebtoken::{Algorithm, AlgorithmFamily, EncodingKey, Header};
 use lambda_http::aws_lambda_events::apigw::{

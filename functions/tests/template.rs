@@ -445,26 +445,11 @@ fn fails_with(template: &Value, expected: &str) {
 #[test]
 fn a_missing_route_fails_the_check() {
     let mut t = template();
-    remove(
-        &mut t,
-        &["Resources", "Api", "Properties", "DefinitionBody", "paths"],
-        "/message:stream",
-    );
+    remove(body(&mut t), &["paths"], "/message:stream");
     fails_with(&t, "post /message:stream is not routed");
 
     let mut t = template();
-    remove(
-        &mut t,
-        &[
-            "Resources",
-            "Api",
-            "Properties",
-            "DefinitionBody",
-            "paths",
-            "/tasks/{id}",
-        ],
-        "post",
-    );
+    remove(body(&mut t), &["paths", "/tasks/{id}"], "post");
     fails_with(&t, "post /tasks/{id} is not routed");
 }
 
@@ -575,12 +560,8 @@ fn a_wrong_or_missing_limit_fails_the_check() {
 
     let mut t = template();
     remove(
-        &mut t,
+        body(&mut t),
         &[
-            "Resources",
-            "Api",
-            "Properties",
-            "DefinitionBody",
             "x-amazon-apigateway-gateway-responses",
             "THROTTLED",
             "responseParameters",

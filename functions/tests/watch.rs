@@ -85,6 +85,17 @@ async fn next_frame(frames: &mut tokio::sync::mpsc::UnboundedReceiver<Value>) ->
         .expect("a frame in time")
 }
 
+/// The kinds of the frames still to come, until the stream ends.
+async fn kinds_until_the_end(
+    frames: &mut tokio::sync::mpsc::UnboundedReceiver<Value>,
+) -> Vec<String> {
+    let mut kinds = Vec::new();
+    while let Some(frame) = next_frame(frames).await {
+        kinds.push(event_kind(&frame));
+    }
+    kinds
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs `cargo lambda watch` over DynamoDB Local: run tests/lambda/run.sh"]
 async fn the_functions_under_cargo_lambda_watch() {
@@ -207,12 +218,8 @@ async fn the_functions_under_cargo_lambda_watch() {
             tx,
         )
         .await;
-    let mut kinds = Vec::new();
-    while let Some(frame) = next_frame(&mut frames).await {
-        kinds.push(event_kind(&frame));
-    }
     assert_eq!(
-        kinds,
+        kinds_until_the_end(&mut frames).await,
         [
             "task:TASK_STATE_INPUT_REQUIRED",
             "status:TASK_STATE_WORKING",
@@ -241,12 +248,8 @@ async fn the_functions_under_cargo_lambda_watch() {
         )
         .await;
     assert_eq!(status, 200, "{again}");
-    let mut kinds = Vec::new();
-    while let Some(frame) = next_frame(&mut frames).await {
-        kinds.push(event_kind(&frame));
-    }
     assert_eq!(
-        kinds,
+        kinds_until_the_end(&mut frames).await,
         [
             "status:TASK_STATE_WORKING",
             "status:TASK_STATE_INPUT_REQUIRED"

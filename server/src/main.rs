@@ -3,7 +3,8 @@
 //! embedded store (default) or a DynamoDB table.
 
 use anyhow::Context;
-use clap::Parser;
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
 use local_server::{Options, Server};
 
 // Many small allocations per request (JSON documents, tasks, events): mimalloc serves them
@@ -15,6 +16,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> anyhow::Result<()> {
     local_server::allocator::keep_freed_memory_longer();
     let options = Options::parse();
+    // A setting the assembly refuses is a usage error (exit 2), like a flag clap refuses.
+    if let Err(error) = options.settings() {
+        Options::command()
+            .error(ErrorKind::ValueValidation, format!("{error:#}"))
+            .exit();
+    }
     // Structured logs: one JSON object per line on stderr (RUST_LOG filters, default info).
     tracing_subscriber::fmt()
         .json()

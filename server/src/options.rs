@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use assembly::names;
-use assembly::{ConfigError, Settings};
+use assembly::{ConfigError, FromLookup, Settings};
 use clap::{Parser, ValueEnum};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

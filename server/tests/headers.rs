@@ -170,12 +170,9 @@ async fn x_participant_id_names_the_caller_when_the_message_does_not() {
         // The message's own participant id wins over the header.
         let task = dave.send_text("erin", "I am erin").await;
         assert_eq!(ext(&task)["participants"][0]["id"], "erin", "{binding:?}");
-        dave.get_task(id_of(&task), None).await.refused(
-            "dave is not a participant of erin's task",
-            -32001,
-            404,
-            "TASK_NOT_FOUND",
-        );
+        dave.get_task(id_of(&task), None)
+            .await
+            .refused_not_found("dave is not a participant of erin's task");
     }
 }
 

@@ -108,12 +108,10 @@ async fn every_read_by_a_non_participant_answers_like_a_missing_task() {
         assert_eq!(list["tasks"], json!([]));
 
         // A task that does not exist answers the same way.
-        let missing = alice.get_task("no-such-task", None).await.refused(
-            "get",
-            -32001,
-            404,
-            "TASK_NOT_FOUND",
-        );
+        let missing = alice
+            .get_task("no-such-task", None)
+            .await
+            .refused_not_found("get");
         assert_eq!(missing.message, "task not found: no-such-task");
 
         // The task is intact: the stranger's cancel did nothing.
@@ -130,7 +128,7 @@ async fn no_participant_asserted_is_invalid_params() {
         let err = anonymous
             .send(send_req(message(None, vec![text_part("who?")])))
             .await
-            .refused("no participant", -32602, 400, "INVALID_PARAMS");
+            .refused_invalid_params("no participant");
         assert_eq!(err.message, "no participant asserted");
         let Err(err) = anonymous
             .send_streaming(send_req(message(None, vec![text_part("who?")])))
@@ -143,18 +141,15 @@ async fn no_participant_asserted_is_invalid_params() {
         // A participant id that is not a string asserts nothing.
         let mut numeric = message(None, vec![text_part("who?")]);
         numeric["metadata"] = json!({"participant_id": 7});
-        anonymous.send(send_req(numeric)).await.refused(
-            "a number is no participant",
-            -32602,
-            400,
-            "INVALID_PARAMS",
-        );
+        anonymous
+            .send(send_req(numeric))
+            .await
+            .refused_invalid_params("a number is no participant");
 
-        let err =
-            anonymous
-                .list_tasks(json!({}))
-                .await
-                .refused("list", -32602, 400, "INVALID_PARAMS");
+        let err = anonymous
+            .list_tasks(json!({}))
+            .await
+            .refused_invalid_params("list");
         assert_eq!(err.message, "no participant asserted");
         let err = anonymous.get_task("any", None).await.expect_err("get");
         assert_eq!(err.message, "no participant asserted");
@@ -197,6 +192,6 @@ async fn a_default_participant_serves_a_plain_client() {
             .as_participant("alice")
             .get_task(id, None)
             .await
-            .refused("alice is no participant", -32001, 404, "TASK_NOT_FOUND");
+            .refused_not_found("alice is no participant");
     }
 }

@@ -13,16 +13,14 @@ async fn a_task_envelope_sets_criteria_and_an_event_envelope_meeting_them_comple
     for binding in BOTH {
         let api = server.client().api(binding);
         let created = api
-            .send_ok(send_req(message(
-                Some("alice"),
-                vec![
-                    text_part("start the audit"),
-                    task_envelope(json!({
-                        "name": "Audit", "goal": "Audit the ledger",
-                        "acceptance_criteria": [{"text": "ledger read"}]
-                    })),
-                ],
-            )))
+            .send_ok(new_task_req(
+                "alice",
+                "start the audit",
+                json!({
+                    "name": "Audit", "goal": "Audit the ledger",
+                    "acceptance_criteria": [{"text": "ledger read"}]
+                }),
+            ))
             .await;
         assert_eq!(state(&created), "TASK_STATE_INPUT_REQUIRED", "{binding:?}");
         assert_eq!(
@@ -83,15 +81,13 @@ async fn an_envelope_setting_a_server_controlled_field_is_refused_whole() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let err = api
-            .send(send_req(message(
-                Some("carol"),
-                vec![
-                    text_part("pick my model"),
-                    task_envelope(json!({"name": "x", "goal": "y", "model": "gpt-9"})),
-                ],
-            )))
+            .send(new_task_req(
+                "carol",
+                "pick my model",
+                json!({"name": "x", "goal": "y", "model": "gpt-9"}),
+            ))
             .await
-            .refused("model is server-controlled", -32602, 400, "INVALID_PARAMS");
+            .refused_invalid_params("model is server-controlled");
         assert_eq!(
             err.message,
             "task envelope cannot set server-controlled field(s): model"
@@ -112,12 +108,7 @@ async fn an_envelope_setting_a_server_controlled_field_is_refused_whole() {
             &task,
         )))
         .await
-        .refused(
-            "reasoning_effort is server-controlled",
-            -32602,
-            400,
-            "INVALID_PARAMS",
-        );
+        .refused_invalid_params("reasoning_effort is server-controlled");
         let read = api.read_as("alice", id_of(&task)).await;
         assert_eq!(ext(&read), ext(&task), "nothing applied");
     }
@@ -129,30 +120,22 @@ async fn a_watchers_envelope_and_commands_are_refused() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api
-            .send_ok(send_req(message(
-                Some("alice"),
-                vec![
-                    text_part("watched work"),
-                    task_envelope(json!({
-                        "name": "Watched", "goal": "g",
-                        "participants": [
-                            {"id": "alice", "kind": "human", "role": "reporter"},
-                            {"id": "wes", "kind": "human", "role": "watcher"}
-                        ]
-                    })),
-                ],
-            )))
+            .send_ok(new_task_req(
+                "alice",
+                "watched work",
+                json!({
+                    "name": "Watched", "goal": "g",
+                    "participants": [
+                        {"id": "alice", "kind": "human", "role": "reporter"},
+                        {"id": "wes", "kind": "human", "role": "watcher"}
+                    ]
+                }),
+            ))
             .await;
         let err = api
-            .send(send_req(on(
-                message(
-                    Some("wes"),
-                    vec![task_envelope(json!({"name": "hijacked"}))],
-                ),
-                &task,
-            )))
+            .send(edit_req("wes", &task, json!({"name": "hijacked"})))
             .await
-            .refused("a watcher may not edit", -32602, 400, "INVALID_PARAMS");
+            .refused_invalid_params("a watcher may not edit");
         assert_eq!(
             err.message, "a watcher may not edit this task",
             "{binding:?}"
@@ -180,33 +163,24 @@ async fn participants_an_admin_adds_or_removes_gain_or_lose_the_task() {
         let agent = json!({"id": "tiny-harness", "kind": "agent", "role": "assignee"});
         let zoe = json!({"id": "zoe", "kind": "human", "role": "watcher"});
         let task = api
-            .send_ok(send_req(message(
-                Some("alice"),
-                vec![
-                    text_part("team work"),
-                    task_envelope(json!({"name": "Team", "goal": "g",
-                        "participants": [alice.clone(), agent.clone()]})),
-                ],
-            )))
+            .send_ok(new_task_req(
+                "alice",
+                "team work",
+                json!({"name": "Team", "goal": "g",
+                        "participants": [alice.clone(), agent.clone()]}),
+            ))
             .await;
         let id = id_of(&task);
         let as_zoe = api.as_participant("zoe");
-        as_zoe
-            .get_task(id, None)
-            .await
-            .refused("not yet", -32001, 404, "TASK_NOT_FOUND");
+        as_zoe.get_task(id, None).await.refused_not_found("not yet");
 
         // The admin adds zoe: she reads it and finds it in her list.
         let added = api
-            .send_ok(send_req(on(
-                message(
-                    Some("alice"),
-                    vec![task_envelope(
-                        json!({"participants": [alice.clone(), agent.clone(), zoe]}),
-                    )],
-                ),
+            .send_ok(edit_req(
+                "alice",
                 &task,
-            )))
+                json!({"participants": [alice.clone(), agent.clone(), zoe]}),
+            ))
             .await;
         assert_eq!(
             ext(&added)["participants"].as_array().map(Vec::len),
@@ -219,40 +193,28 @@ async fn participants_an_admin_adds_or_removes_gain_or_lose_the_task() {
         assert_eq!(listed_ids(&list), [id], "{binding:?}: {list}");
 
         // And removes her: it is gone for her again.
-        api.send_ok(send_req(on(
-            message(
-                Some("alice"),
-                vec![task_envelope(json!({"participants": [alice, agent]}))],
-            ),
+        api.send_ok(edit_req(
+            "alice",
             &task,
-        )))
+            json!({"participants": [alice, agent]}),
+        ))
         .await;
-        as_zoe
-            .get_task(id, None)
-            .await
-            .refused("removed", -32001, 404, "TASK_NOT_FOUND");
+        as_zoe.get_task(id, None).await.refused_not_found("removed");
         let list = as_zoe.list_tasks(json!({})).await.expect("list");
         assert_eq!(list["totalSize"], 0, "{binding:?}: {list}");
 
         // Only an admin changes participants.
         let reporter_task = api.send_text("bob", "mine").await;
         let err = api
-            .send(send_req(on(
-                message(
-                    Some("bob"),
-                    vec![task_envelope(json!({"participants": [
-                        {"id": "bob", "kind": "human", "role": "admin"}
-                    ]}))],
-                ),
+            .send(edit_req(
+                "bob",
                 &reporter_task,
-            )))
+                json!({"participants": [
+                    {"id": "bob", "kind": "human", "role": "admin"}
+                ]}),
+            ))
             .await
-            .refused(
-                "a reporter may not change participants",
-                -32602,
-                400,
-                "INVALID_PARAMS",
-            );
+            .refused_invalid_params("a reporter may not change participants");
         assert_eq!(err.message, "only an admin may change participants");
     }
 }
@@ -433,10 +395,10 @@ async fn a_follow_up_with_another_context_or_an_unknown_task_is_refused() {
         let task = api.send_text("alice", "hello").await;
         let mut wrong = on(text("alice", "hi"), &task);
         wrong["contextId"] = json!("some-other-context");
-        let err =
-            api.send(send_req(wrong))
-                .await
-                .refused("mismatch", -32602, 400, "INVALID_PARAMS");
+        let err = api
+            .send(send_req(wrong))
+            .await
+            .refused_invalid_params("mismatch");
         assert!(err.message.contains("does not match"), "{err:?}");
 
         // The right context is fine.
@@ -446,7 +408,7 @@ async fn a_follow_up_with_another_context_or_an_unknown_task_is_refused() {
 
         api.send(send_req(on(text("alice", "hi"), &json!("no-such-task"))))
             .await
-            .refused("unknown task", -32001, 404, "TASK_NOT_FOUND");
+            .refused_not_found("unknown task");
     }
 }
 

@@ -118,13 +118,11 @@ async fn get_task_honours_history_length() {
         alice
             .get_task(id, Some(-1))
             .await
-            .refused("negative", -32602, 400, "INVALID_PARAMS");
-        alice.get_task("no-such-task", None).await.refused(
-            "unknown",
-            -32001,
-            404,
-            "TASK_NOT_FOUND",
-        );
+            .refused_invalid_params("negative");
+        alice
+            .get_task("no-such-task", None)
+            .await
+            .refused_not_found("unknown");
     }
 }
 
@@ -249,12 +247,10 @@ async fn list_tasks_is_scoped_to_the_caller_paged_and_filtered() {
             .expect("statusTimestampAfter");
         assert_eq!(future["totalSize"], 0, "{future}");
 
-        alice.list_tasks(json!({"pageSize": 101})).await.refused(
-            "too big",
-            -32602,
-            400,
-            "INVALID_PARAMS",
-        );
+        alice
+            .list_tasks(json!({"pageSize": 101}))
+            .await
+            .refused_invalid_params("too big");
     }
 }
 
@@ -270,12 +266,10 @@ async fn cancel_task_by_the_reporter_once_and_not_by_a_stranger() {
         let task = api.send_text("alice", "cancel me").await;
         let id = id_of(&task);
 
-        api.as_participant("mallory").cancel(id).await.refused(
-            "a stranger",
-            -32001,
-            404,
-            "TASK_NOT_FOUND",
-        );
+        api.as_participant("mallory")
+            .cancel(id)
+            .await
+            .refused_not_found("a stranger");
 
         let canceled = api
             .as_participant("alice")
@@ -349,6 +343,18 @@ async fn subscribe_follows_a_waiting_task_through_a_follow_up_from_another_conne
     }
 }
 
+/// Alice's subscription to `id` over `binding`, on a connection of its own.
+async fn alice_subscribes(server: &Server, binding: Binding, id: &str) -> Events {
+    server
+        .client()
+        .fresh_connection()
+        .as_participant("alice")
+        .api(binding)
+        .subscribe(id)
+        .await
+        .expect("subscribe")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_subscribers_get_the_same_events_in_the_same_order() {
     let server = Server::start();
@@ -358,14 +364,7 @@ async fn two_subscribers_get_the_same_events_in_the_same_order() {
         let id = id_of(&task);
         let mut subscribers = Vec::new();
         for _ in 0..2 {
-            let mut events = server
-                .client()
-                .fresh_connection()
-                .as_participant("alice")
-                .api(binding)
-                .subscribe(id)
-                .await
-                .expect("subscribe");
+            let mut events = alice_subscribes(&server, binding, id).await;
             assert_eq!(
                 event_kind(&events.next().await.expect("the task")),
                 "task:TASK_STATE_INPUT_REQUIRED"
@@ -418,14 +417,7 @@ async fn a_subscription_ends_with_the_cancellation_of_its_task() {
         let api = server.client().api(binding);
         let task = api.send_text("alice", "soon canceled").await;
         let id = id_of(&task);
-        let mut events = server
-            .client()
-            .fresh_connection()
-            .as_participant("alice")
-            .api(binding)
-            .subscribe(id)
-            .await
-            .expect("subscribe");
+        let mut events = alice_subscribes(&server, binding, id).await;
         let first = events.next().await.expect("the task");
         assert_eq!(event_kind(&first), "task:TASK_STATE_INPUT_REQUIRED");
         api.as_participant("alice")
@@ -546,14 +538,14 @@ async fn push_config_methods_create_get_list_and_delete() {
         alice
             .get_push(task_id, "cfg-mine")
             .await
-            .refused("deleted", -32001, 404, "TASK_NOT_FOUND");
+            .refused_not_found("deleted");
         let listed = alice.list_push(task_id).await.expect("list");
         assert_eq!(listed["configs"].as_array().map(Vec::len), Some(1));
 
         alice
             .create_push(task_id, json!({"token": "no url"}))
             .await
-            .refused("url is required", -32602, 400, "INVALID_PARAMS");
+            .refused_invalid_params("url is required");
     }
 }
 

@@ -28,21 +28,17 @@ async fn the_model_catalog_file_is_what_model_commands_see() {
         ("--model-catalog", catalog.to_str().unwrap()),
         ("--model-catalog-json", CATALOG),
     ] {
-        let server = Server::builder().arg(flag).arg(value).start();
+        let server = server_with(flag, value);
         let api = server.client().api(Binding::JsonRpc);
-        let task = api.send_ok(send_req(text("alice", "hello"))).await;
+        let task = api.send_text("alice", "hello").await;
 
-        let shown = api
-            .send_ok(send_req(on(text("alice", "/model"), &task)))
-            .await;
+        let shown = api.follow_up(&task, "alice", "/model").await;
         assert_eq!(
             status_text(&shown),
             "model: echo (default); available: echo (echo), claude-sonnet (bedrock)",
             "{flag}"
         );
-        let set = api
-            .send_ok(send_req(on(text("alice", "/model claude-sonnet"), &task)))
-            .await;
+        let set = api.follow_up(&task, "alice", "/model claude-sonnet").await;
         assert_eq!(ext(&set)["model"], "claude-sonnet", "{set}");
     }
 }
@@ -83,7 +79,7 @@ fn a_bad_model_catalog_stops_the_server_with_the_reason() {
 async fn logs_are_json_lines_and_sigterm_stops_gracefully() {
     let mut server = Server::start();
     let api = server.client().api(Binding::Rest);
-    api.send_ok(send_req(text("alice", "hello"))).await;
+    api.send_text("alice", "hello").await;
 
     let status = server.terminate();
     assert!(status.success(), "exit status {status:?}");
@@ -118,9 +114,7 @@ async fn the_example_catalog_runs_its_scripted_demo_offline() {
         .arg("examples/catalog.json")
         .start();
     let api = server.client().api(Binding::JsonRpc);
-    let task = api
-        .send_ok(send_req(text("alice", "Refund order 48213")))
-        .await;
+    let task = api.send_text("alice", "Refund order 48213").await;
     assert_eq!(
         status_text(&task),
         "Order 48213 is refunded in full: the parcel was lost in transit.",
@@ -130,9 +124,7 @@ async fn the_example_catalog_runs_its_scripted_demo_offline() {
     assert_eq!(steps.len(), 2, "{task}");
     assert!(steps.iter().all(|s| s["state"] == "done"), "{task}");
 
-    let switched = api
-        .send_ok(send_req(on(text("alice", "/model echo"), &task)))
-        .await;
+    let switched = api.follow_up(&task, "alice", "/model echo").await;
     assert_eq!(ext(&switched)["model"], "echo", "{switched}");
 }
 

@@ -179,18 +179,24 @@ async fn task_with_config(server: &Server, hook: &Webhook, path: &str) -> serde_
     task
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_webhook_that_fails_for_a_while_gets_the_event_again_in_order() {
+/// What a webhook answering `first` (then 200) gets, until the task waits for input, of
+/// alice's follow-up `text` on a task whose push config points at `path`.
+async fn deliveries_to_a_hook_answering(first: &[u16], path: &str, text: &str) -> Vec<Delivery> {
     let server = Server::builder().allow_private_webhooks().start();
-    // 503 and 429 are worth retrying.
-    let mut hook = Webhook::answering(&[503, 429]).await;
-    let task = task_with_config(&server, &hook, "/flaky").await;
+    let mut hook = Webhook::answering(first).await;
+    let task = task_with_config(&server, &hook, path).await;
     server
         .client()
         .api(Binding::JsonRpc)
-        .follow_up(&task, "alice", "retry me")
+        .follow_up(&task, "alice", text)
         .await;
-    let got = hook.until(waits_for_input).await;
+    hook.until(waits_for_input).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_that_fails_for_a_while_gets_the_event_again_in_order() {
+    // 503 and 429 are worth retrying.
+    let got = deliveries_to_a_hook_answering(&[503, 429], "/flaky", "retry me").await;
     let answered: Vec<u16> = got.iter().map(|d| d.answered).collect();
     assert_eq!(answered, [503, 429, 200, 200], "{got:?}");
     assert_eq!(
@@ -214,15 +220,7 @@ async fn a_webhook_that_fails_for_a_while_gets_the_event_again_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_that_rejects_an_event_is_not_asked_again_but_gets_the_next_one() {
-    let server = Server::builder().allow_private_webhooks().start();
-    let mut hook = Webhook::answering(&[400]).await;
-    let task = task_with_config(&server, &hook, "/picky").await;
-    server
-        .client()
-        .api(Binding::JsonRpc)
-        .follow_up(&task, "alice", "reject the first")
-        .await;
-    let got = hook.until(waits_for_input).await;
+    let got = deliveries_to_a_hook_answering(&[400], "/picky", "reject the first").await;
     assert_eq!(
         kinds(&got),
         [
@@ -288,16 +286,14 @@ async fn loopback_webhooks_are_refused_unless_the_operator_allows_them() {
             api.as_participant("alice")
                 .create_push(id_of(&task), json!({ "url": url }))
                 .await
-                .refused("loopback", -32602, 400, "INVALID_PARAMS");
+                .refused_invalid_params("loopback");
         }
 
         // Inline with a new task: refused before the task is created.
         let mut req = send_req(text("carol", "hello"));
         req["configuration"] =
             json!({"taskPushNotificationConfig": {"url": "http://127.0.0.1:9/hook"}});
-        api.send(req)
-            .await
-            .refused("loopback", -32602, 400, "INVALID_PARAMS");
+        api.send(req).await.refused_invalid_params("loopback");
         let list = api.list_as("carol").await;
         assert_eq!(list["totalSize"], 0, "{binding:?}: {list}");
         let configs = api
@@ -322,34 +318,27 @@ fn configs_in(listed: &serde_json::Value) -> Vec<serde_json::Value> {
     listed["configs"].as_array().cloned().unwrap_or_default()
 }
 
-/// A task whose participants are set by `creator`'s envelope (each `(id, role)`, humans).
-async fn team_task(api: &Api, creator: &str, team: &[(&str, &str)]) -> serde_json::Value {
+/// The participants `team` (each `(id, role)`, humans) and the agent as assignee.
+fn team_and_agent(team: &[(&str, &str)]) -> Vec<serde_json::Value> {
     let mut participants: Vec<serde_json::Value> = team
         .iter()
         .map(|(id, role)| json!({"id": id, "kind": "human", "role": role}))
         .collect();
     participants.push(json!({"id": "tiny-harness", "kind": "agent", "role": "assignee"}));
-    let envelope = data_part(
-        TASK_MEDIA_TYPE,
-        json!({"name": "Team", "goal": "g", "participants": participants}),
-    );
-    api.send_ok(send_req(message(
-        Some(creator),
-        vec![text_part("team work"), envelope],
-    )))
-    .await
+    participants
+}
+
+/// A task whose participants are set by `creator`'s envelope (each `(id, role)`, humans).
+async fn team_task(api: &Api, creator: &str, team: &[(&str, &str)]) -> serde_json::Value {
+    let envelope = json!({"name": "Team", "goal": "g", "participants": team_and_agent(team)});
+    api.send_ok(new_task_req(creator, "team work", envelope))
+        .await
 }
 
 /// `admin`'s envelope that sets the task's participants to `team` (and the agent).
 async fn set_team(api: &Api, admin: &str, task: &serde_json::Value, team: &[(&str, &str)]) {
-    let mut participants: Vec<serde_json::Value> = team
-        .iter()
-        .map(|(id, role)| json!({"id": id, "kind": "human", "role": role}))
-        .collect();
-    participants.push(json!({"id": "tiny-harness", "kind": "agent", "role": "assignee"}));
-    let envelope = data_part(TASK_MEDIA_TYPE, json!({"participants": participants}));
-    api.send_ok(send_req(on(message(Some(admin), vec![envelope]), task)))
-        .await;
+    let envelope = json!({"participants": team_and_agent(team)});
+    api.send_ok(edit_req(admin, task, envelope)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -384,10 +373,10 @@ async fn a_watcher_cannot_see_take_over_or_delete_the_reporters_push_config() {
             "{shown}"
         );
         // Getting it is getting a config that does not exist.
-        let got =
-            wes.get_push(task_id, "alices")
-                .await
-                .refused("not his", -32001, 404, "TASK_NOT_FOUND");
+        let got = wes
+            .get_push(task_id, "alices")
+            .await
+            .refused_not_found("not his");
         let missing = wes.get_push(task_id, "no-such").await.expect_err("missing");
         assert_eq!(got.message, missing.message, "{binding:?}");
         assert!(!got.raw.to_string().contains("secret-alice"));
@@ -399,12 +388,7 @@ async fn a_watcher_cannot_see_take_over_or_delete_the_reporters_push_config() {
                 json!({"id": "alices", "url": hook.url("/wes"), "token": "tok-wes"}),
             )
             .await
-            .refused(
-                "an id of someone else's config",
-                -32602,
-                400,
-                "INVALID_PARAMS",
-            );
+            .refused_invalid_params("an id of someone else's config");
         assert!(
             hijack.message.contains("push config id alices is taken"),
             "{binding:?}: {hijack:?}"
@@ -440,7 +424,7 @@ async fn a_watcher_cannot_see_take_over_or_delete_the_reporters_push_config() {
         alice
             .get_push(task_id, "alices")
             .await
-            .refused("gone", -32001, 404, "TASK_NOT_FOUND");
+            .refused_not_found("gone");
     }
 }
 
@@ -488,12 +472,9 @@ async fn a_removed_participants_webhook_gets_nothing_after_the_removal() {
         // His config went with him: back on the task, he has none.
         set_team(&api, "ada", &task, &[("ada", "admin"), ("bob", "watcher")]).await;
         let bob = api.as_participant("bob");
-        bob.get_push(task_id, "bobs").await.refused(
-            "removed with its owner",
-            -32001,
-            404,
-            "TASK_NOT_FOUND",
-        );
+        bob.get_push(task_id, "bobs")
+            .await
+            .refused_not_found("removed with its owner");
         assert!(configs_in(&bob.list_push(task_id).await.expect("list")).is_empty());
     }
 }
@@ -525,7 +506,7 @@ async fn push_configs_are_capped_per_participant_and_per_task() {
         let over = alice
             .create_push(task_id, config("a-extra".into()))
             .await
-            .refused("over the cap", -32602, 400, "INVALID_PARAMS");
+            .refused_invalid_params("over the cap");
         assert_eq!(
             over.message,
             format!("at most {PER_PARTICIPANT} push configs per participant per task"),
@@ -561,7 +542,7 @@ async fn push_configs_are_capped_per_participant_and_per_task() {
             .as_participant(last)
             .create_push(task_id, config("one-too-many".into()))
             .await
-            .refused("over the task's cap", -32602, 400, "INVALID_PARAMS");
+            .refused_invalid_params("over the task's cap");
         assert_eq!(
             over.message,
             format!("at most {PER_TASK} push configs per task"),

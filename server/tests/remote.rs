@@ -12,7 +12,7 @@ use serde_json::json;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sub_task_runs_on_a_remote_agent_and_its_outcome_comes_back() {
     // The remote: completes every task with an echo of its message (the tck profile's default).
-    let remote = Server::builder().arg("--agent-profile").arg("tck").start();
+    let remote = server_with("--agent-profile", "tck");
     let setup = AgentSetup::new(ledger_subtask_script("the ledger agent answered"));
     let local = setup
         .builder()

@@ -54,6 +54,14 @@ fn until_closed(stream: &mut TcpStream, mut meanwhile: impl FnMut(&mut TcpStream
 }
 
 /// One whole response (its head and a `Content-Length` body), read off the connection.
+/// The agent card asked for on `stream`, which must be answered 200: the whole response.
+fn get_card(stream: &mut TcpStream) -> String {
+    stream.write_all(GET_CARD).unwrap();
+    let response = read_response(stream);
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+}
+
 fn read_response(stream: &mut TcpStream) -> String {
     let deadline = Instant::now() + WAIT;
     let mut got = Vec::new();
@@ -85,10 +93,7 @@ fn read_response(stream: &mut TcpStream) -> String {
 
 #[test]
 fn a_client_that_sends_half_its_headers_is_disconnected() {
-    let server = Server::builder()
-        .arg("--header-timeout-secs")
-        .arg("1")
-        .start();
+    let server = server_with("--header-timeout-secs", "1");
     let mut stream = connect(&server);
     stream
         .write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
@@ -106,10 +111,7 @@ fn a_client_that_sends_half_its_headers_is_disconnected() {
 
 #[test]
 fn a_body_trickled_slower_than_the_body_timeout_is_cut() {
-    let server = Server::builder()
-        .arg("--body-timeout-secs")
-        .arg("1")
-        .start();
+    let server = server_with("--body-timeout-secs", "1");
     let mut stream = connect(&server);
     stream
         .write_all(
@@ -130,14 +132,9 @@ fn a_body_trickled_slower_than_the_body_timeout_is_cut() {
 
 #[test]
 fn an_idle_kept_alive_connection_is_closed() {
-    let server = Server::builder()
-        .arg("--idle-timeout-secs")
-        .arg("1")
-        .start();
+    let server = server_with("--idle-timeout-secs", "1");
     let mut stream = connect(&server);
-    stream.write_all(GET_CARD).unwrap();
-    let first = read_response(&mut stream);
-    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let first = get_card(&mut stream);
     assert!(!first.to_ascii_lowercase().contains("connection: close"));
     assert_eq!(until_closed(&mut stream, |_| {}), "");
 }
@@ -146,26 +143,19 @@ fn an_idle_kept_alive_connection_is_closed() {
 /// connection goes idle); the idle timeout applies between requests instead.
 #[test]
 fn between_requests_the_idle_timeout_applies_not_the_header_timeout() {
-    let server = Server::builder()
-        .arg("--header-timeout-secs")
-        .arg("1")
-        .start();
+    let server = server_with("--header-timeout-secs", "1");
     let mut stream = connect(&server);
-    stream.write_all(GET_CARD).unwrap();
-    assert!(read_response(&mut stream).starts_with("HTTP/1.1 200"));
+    get_card(&mut stream);
     // Three header timeouts, well inside the default idle timeout (60 s).
     std::thread::sleep(Duration::from_secs(3));
-    stream.write_all(GET_CARD).unwrap();
-    let second = read_response(&mut stream);
-    assert!(second.starts_with("HTTP/1.1 200"), "{second}");
+    get_card(&mut stream);
 }
 
 #[test]
 fn connections_past_the_cap_wait_until_one_closes() {
-    let server = Server::builder().arg("--max-connections").arg("1").start();
+    let server = server_with("--max-connections", "1");
     let mut first = connect(&server);
-    first.write_all(GET_CARD).unwrap();
-    assert!(read_response(&mut first).starts_with("HTTP/1.1 200"));
+    get_card(&mut first);
 
     // The first connection, kept alive, holds the only slot: the second is not served...
     let mut second = connect(&server);

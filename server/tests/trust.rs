@@ -12,28 +12,25 @@ use serde_json::{Value, json};
 
 const AGENT: &str = "tiny-harness";
 
-fn envelope(payload: Value) -> Value {
-    data_part(TASK_MEDIA_TYPE, payload)
-}
-
-/// A new task from `from`: its first text and an envelope with `payload`.
-fn new_task(from: &str, text: &str, payload: Value) -> Value {
-    send_req(message(
-        Some(from),
-        vec![text_part(text), envelope(payload)],
-    ))
+/// A new task from `from` whose envelope sets only its `participants`.
+fn team_task(from: &str, text: &str, participants: Value) -> Value {
+    new_task_req(
+        from,
+        text,
+        json!({"name": "n", "goal": "g", "participants": participants}),
+    )
 }
 
 fn invalid_params(err: &ApiError) {
     err.assert_is(-32602, 400, "INVALID_PARAMS");
 }
 
-/// INVALID_PARAMS, and the message names `field`.
-fn invalid_params_naming(err: &ApiError, field: &str) {
+/// INVALID_PARAMS, and the message says `part` (the field at fault, or why).
+fn invalid_params_naming(err: &ApiError, part: &str) {
     invalid_params(err);
     assert!(
-        err.message.contains(field),
-        "{:?} {field}: {}",
+        err.message.contains(part),
+        "{:?} {part}: {}",
         err.binding,
         err.message
     );
@@ -65,7 +62,7 @@ async fn a_new_task_cannot_link_to_tasks_on_this_service() {
         ];
         for (field, payload) in links {
             let err = mallory
-                .send(new_task(&name, "cancel me, and them", payload))
+                .send(new_task_req(&name, "cancel me, and them", payload))
                 .await
                 .expect_err("a link to a task here is refused");
             invalid_params_naming(&err, field);
@@ -80,17 +77,14 @@ async fn a_new_task_cannot_link_to_tasks_on_this_service() {
         // An existing task's links cannot be edited either.
         let own = mallory.send_text(&name, "mine").await;
         let err = mallory
-            .send(send_req(on(
-                message(
-                    Some(&name),
-                    vec![envelope(json!({"sub_tasks": [{"task_id": victim_id}]}))],
-                ),
+            .send(edit_req(
+                &name,
                 &own,
-            )))
+                json!({"sub_tasks": [{"task_id": victim_id}]}),
+            ))
             .await
             .expect_err("refused");
-        invalid_params(&err);
-        assert!(err.message.contains("sub_tasks"), "{}", err.message);
+        invalid_params_naming(&err, "sub_tasks");
     }
 }
 
@@ -104,7 +98,7 @@ async fn links_to_tasks_on_other_agents_are_information_only() {
     // here, and nothing travels along it: no cancel, no mirrored state.
     let mallory = api.as_participant("mallory");
     let own = mallory
-        .send_ok(new_task(
+        .send_ok(new_task_req(
             "mallory",
             "hi",
             json!({"name": "n", "goal": "g",
@@ -140,8 +134,7 @@ async fn nobody_may_act_as_the_service_agent() {
 
         // Listing as the agent would list every task on the service.
         let err = impostor.list_tasks(json!({})).await.expect_err("refused");
-        invalid_params(&err);
-        assert!(err.message.contains("reserved"), "{}", err.message);
+        invalid_params_naming(&err, "reserved");
         invalid_params(&impostor.get_task(id, None).await.expect_err("refused"));
         invalid_params(&impostor.cancel(id).await.expect_err("refused"));
         let err = api
@@ -163,19 +156,18 @@ async fn an_agent_participant_needs_a_verified_identity() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api
-            .send_ok(new_task(
+            .send_ok(team_task(
                 "alice",
                 "with a bot",
-                json!({"name": "n", "goal": "g", "participants": [
-                        {"id": "alice", "kind": "human", "role": "admin"},
-                        {"id": "billing-bot", "kind": "agent", "role": "watcher"}]}),
+                json!([{"id": "alice", "kind": "human", "role": "admin"},
+                        {"id": "billing-bot", "kind": "agent", "role": "watcher"}]),
             ))
             .await;
         let id = id_of(&task);
         let bot = api.as_participant("billing-bot");
         bot.get_task(id, None)
             .await
-            .refused("not the bot", -32001, 404, "TASK_NOT_FOUND");
+            .refused_not_found("not the bot");
         let listed = bot.list_tasks(json!({})).await.expect("list");
         assert_eq!(listed["tasks"], json!([]));
         let refused = api.follow_up(&task, "billing-bot", "I am the bot").await;
@@ -186,16 +178,14 @@ async fn an_agent_participant_needs_a_verified_identity() {
 
         // Nor may a self-asserted sender make itself an agent participant.
         let err = api
-            .send(new_task(
+            .send(team_task(
                 "mallory",
                 "hi",
-                json!({"name": "n", "goal": "g", "participants": [
-                        {"id": "mallory", "kind": "agent", "role": "admin"}]}),
+                json!([{"id": "mallory", "kind": "agent", "role": "admin"}]),
             ))
             .await
             .expect_err("refused");
-        invalid_params(&err);
-        assert!(err.message.contains("verified identity"), "{}", err.message);
+        invalid_params_naming(&err, "verified identity");
     }
 }
 
@@ -367,12 +357,11 @@ async fn watchers_cannot_send_event_envelopes() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api
-            .send_ok(new_task(
+            .send_ok(team_task(
                 "alice",
                 "watched",
-                json!({"name": "n", "goal": "g", "participants": [
-                        {"id": "alice", "kind": "human", "role": "reporter"},
-                        {"id": "wes", "kind": "human", "role": "watcher"}]}),
+                json!([{"id": "alice", "kind": "human", "role": "reporter"},
+                        {"id": "wes", "kind": "human", "role": "watcher"}]),
             ))
             .await;
         let event = data_part(
@@ -386,13 +375,7 @@ async fn watchers_cannot_send_event_envelopes() {
             )))
             .await
             .expect_err("refused");
-        invalid_params(&err);
-        assert!(
-            err.message
-                .contains("a watcher may not send event envelopes"),
-            "{}",
-            err.message
-        );
+        invalid_params_naming(&err, "a watcher may not send event envelopes");
         let after = api.read_as("alice", id_of(&task)).await;
         assert_eq!(after["history"], task["history"], "nothing recorded");
         // A watcher's plain comment is still accepted.
@@ -410,40 +393,26 @@ async fn the_agent_and_the_last_admin_stay_on_the_task() {
     for binding in BOTH {
         let api = server.client().api(binding);
         let task = api
-            .send_ok(new_task(
+            .send_ok(team_task(
                 "ops",
                 "administered",
-                json!({"name": "n", "goal": "g", "participants": [
-                        {"id": "ops", "kind": "human", "role": "admin"},
-                        {"id": "alice", "kind": "human", "role": "reporter"}]}),
+                json!([{"id": "ops", "kind": "human", "role": "admin"},
+                        {"id": "alice", "kind": "human", "role": "reporter"}]),
             ))
             .await;
-        let edit = |participants: Value| {
-            send_req(on(
-                message(
-                    Some("ops"),
-                    vec![envelope(json!({"participants": participants}))],
-                ),
-                &task,
-            ))
-        };
+        let edit =
+            |participants: Value| edit_req("ops", &task, json!({"participants": participants}));
         let without_agent = json!([
             {"id": "ops", "kind": "human", "role": "admin"},
             {"id": "alice", "kind": "human", "role": "reporter"}]);
         let err = api.send(edit(without_agent)).await.expect_err("refused");
-        invalid_params(&err);
-        assert!(
-            err.message.contains("agent cannot be removed"),
-            "{}",
-            err.message
-        );
+        invalid_params_naming(&err, "agent cannot be removed");
         let no_admin = json!([
             {"id": "ops", "kind": "human", "role": "watcher"},
             {"id": "alice", "kind": "human", "role": "reporter"},
             {"id": AGENT, "kind": "agent", "role": "assignee"}]);
         let err = api.send(edit(no_admin)).await.expect_err("refused");
-        invalid_params(&err);
-        assert!(err.message.contains("last admin"), "{}", err.message);
+        invalid_params_naming(&err, "last admin");
         let after = api.read_as("ops", id_of(&task)).await;
         assert_eq!(ext(&after)["participants"], ext(&task)["participants"]);
     }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use a2a_http::{Method, Serves};
-use functions::{App, FunctionConfig};
+use functions::{App, FromLookup, FunctionConfig};
 use serde_json::{Value, json};
 use store_embedded::EmbeddedStore;
 use task_store::Store;

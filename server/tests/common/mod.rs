@@ -25,6 +25,11 @@ impl LocalServer for Server {
     }
 }
 
+/// A server with one option set (`flag value`), the others default.
+pub fn server_with(flag: &str, value: &str) -> Server {
+    Server::builder().arg(flag).arg(value).start()
+}
+
 /// Cargo's scratch directory for this package's tests.
 pub fn scratch() -> &'static str {
     env!("CARGO_TARGET_TMPDIR")

@@ -12,4 +12,4 @@ pub mod settings;
 pub use build::{
     AssemblyError, HostParts, agent, offline_agent, push_sender, service, service_config,
 };
-pub use settings::{AgentProfile, ConfigError, Settings, refuse_renamed};
+pub use settings::{AgentProfile, ConfigError, FromLookup, Settings, refuse_renamed};

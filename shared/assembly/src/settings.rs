@@ -1,7 +1,7 @@
 //! [`Settings`]: what both hosts configure, read by one set of rules from one set of names
 //! (the environment in the functions, the flags and the environment in the local server).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -79,42 +79,47 @@ pub struct Settings {
     pub rate_limit: Option<RateLimit>,
 }
 
-impl Settings {
-    /// Reads the environment; a missing or malformed variable is an error naming it.
-    pub fn from_env() -> Result<Self, ConfigError> {
+/// A configuration read by name from a lookup: the environment, the local server's flags, or
+/// a map in tests ([`lookup_from`]). Both hosts' configurations read this way.
+pub trait FromLookup: Sized {
+    /// Reads from any lookup; a missing or malformed variable is an error naming it.
+    fn from_lookup(lookup: impl Fn(&'static str) -> Option<String>) -> Result<Self, ConfigError>;
+
+    /// Reads the environment ([`var`]).
+    fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(var)
     }
+}
 
-    /// Reads from any lookup (the environment, the local server's flags, a map in tests).
-    pub fn from_lookup(
-        lookup: impl Fn(&'static str) -> Option<String>,
-    ) -> Result<Self, ConfigError> {
+/// A lookup over fixed `(name, value)` pairs (for tests of the configurations).
+pub fn lookup_from(
+    pairs: &[(&'static str, &str)],
+) -> impl Fn(&'static str) -> Option<String> + use<> {
+    let map: HashMap<&'static str, String> =
+        pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+    move |name| map.get(name).cloned()
+}
+
+impl FromLookup for Settings {
+    fn from_lookup(lookup: impl Fn(&'static str) -> Option<String>) -> Result<Self, ConfigError> {
         let base_url = lookup(names::BASE_URL);
         if let Some(url) = &base_url
             && !(url.starts_with("https://") || url.starts_with("http://"))
         {
             return Err(invalid(names::BASE_URL, "must be an http(s) URL"));
         }
-        let allow_private_webhooks = match lookup(names::ALLOW_PRIVATE_WEBHOOKS).as_deref() {
-            None | Some("false") => false,
-            Some("true") => true,
-            Some(other) => {
-                return Err(invalid(
-                    names::ALLOW_PRIVATE_WEBHOOKS,
-                    format!("{other:?} is neither `true` nor `false`"),
-                ));
-            }
-        };
-        let agent_profile = match lookup(names::AGENT_PROFILE).as_deref() {
-            None | Some("model") => AgentProfile::Model,
-            Some("tck") => AgentProfile::Tck,
-            Some(other) => {
-                return Err(invalid(
-                    names::AGENT_PROFILE,
-                    format!("{other:?} is neither `model` nor `tck`"),
-                ));
-            }
-        };
+        let allow_private_webhooks = one_of(
+            &lookup,
+            names::ALLOW_PRIVATE_WEBHOOKS,
+            [("true", true), ("false", false)],
+            false,
+        )?;
+        let agent_profile = one_of(
+            &lookup,
+            names::AGENT_PROFILE,
+            [("model", AgentProfile::Model), ("tck", AgentProfile::Tck)],
+            AgentProfile::Model,
+        )?;
         let lease_ttl = Duration::from_secs(positive(&lookup, names::LEASE_TTL_SECS, 30)?);
         let remote_agents = match lookup(names::REMOTE_AGENTS) {
             None => BTreeMap::new(),
@@ -160,6 +165,24 @@ pub fn agent_id(lookup: impl Fn(&'static str) -> Option<String>) -> String {
     lookup(names::AGENT_ID)
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| ServiceConfig::local(String::new()).agent_id)
+}
+
+/// A setting that is one of two words (the value of the one it is), or `default` when unset.
+pub fn one_of<T>(
+    lookup: impl Fn(&'static str) -> Option<String>,
+    name: &'static str,
+    [(first, first_value), (second, second_value)]: [(&str, T); 2],
+    default: T,
+) -> Result<T, ConfigError> {
+    match lookup(name) {
+        None => Ok(default),
+        Some(word) if word == first => Ok(first_value),
+        Some(word) if word == second => Ok(second_value),
+        Some(other) => Err(invalid(
+            name,
+            format!("{other:?} is neither `{first}` nor `{second}`"),
+        )),
+    }
 }
 
 /// A positive whole number, or `default` when unset.

@@ -88,6 +88,19 @@ pub fn send_req(message: Value) -> Value {
     json!({ "message": message })
 }
 
+/// A `SendMessageRequest` opening a task: `from`'s first text and the task envelope.
+pub fn new_task_req(from: &str, text: &str, envelope: Value) -> Value {
+    send_req(message(
+        Some(from),
+        vec![text_part(text), task_envelope(envelope)],
+    ))
+}
+
+/// A `SendMessageRequest` on `task` from `from` holding only a task envelope (an edit).
+pub fn edit_req<T: TaskRef + ?Sized>(from: &str, task: &T, envelope: Value) -> Value {
+    send_req(on(message(Some(from), vec![task_envelope(envelope)]), task))
+}
+
 /// The id of a task object.
 pub fn id_of(task: &Value) -> &str {
     task["id"].as_str().expect("task id")

@@ -107,6 +107,22 @@ pub trait Refused {
     /// The error, checked with [`ApiError::assert_is`]; fails the test with `why` if the
     /// call succeeded.
     fn refused(self, why: &str, code: i64, http_status: u16, reason: &str) -> ApiError;
+
+    /// Refused as INVALID_PARAMS (JSON-RPC -32602, REST 400).
+    fn refused_invalid_params(self, why: &str) -> ApiError
+    where
+        Self: Sized,
+    {
+        self.refused(why, -32602, 400, "INVALID_PARAMS")
+    }
+
+    /// Refused as TASK_NOT_FOUND (JSON-RPC -32001, REST 404).
+    fn refused_not_found(self, why: &str) -> ApiError
+    where
+        Self: Sized,
+    {
+        self.refused(why, -32001, 404, "TASK_NOT_FOUND")
+    }
 }
 
 impl<T: std::fmt::Debug> Refused for Result<T, ApiError> {

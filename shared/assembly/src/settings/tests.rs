@@ -1,12 +1,9 @@
 //! The settings' defaults and the errors naming their variable.
 
 use super::*;
-use std::collections::HashMap;
 
 fn read(pairs: &[(&'static str, &str)]) -> Result<Settings, ConfigError> {
-    let map: HashMap<&'static str, String> =
-        pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
-    Settings::from_lookup(|k| map.get(k).cloned())
+    Settings::from_lookup(lookup_from(pairs))
 }
 
 #[test]
