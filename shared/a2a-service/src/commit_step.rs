@@ -10,7 +10,8 @@ use task_store::{NewTask, StoredTask, TaskRecord, TaskUpdate};
 
 use crate::view;
 
-/// A record moved by one transition, with the event that tells it.
+/// A record moved by one transition, with the event that tells it. Writing it consumes it
+/// (the record and event move into the write: nothing is copied on the hot path).
 pub(crate) struct Step {
     /// The record after the transition.
     pub record: TaskRecord,
@@ -42,7 +43,7 @@ impl Step {
 
     /// The conditional update of `stored` that writes this step: the record and its event,
     /// from the transition's states only. The caller adds what else goes in the same write.
-    pub fn update(&self, stored: &StoredTask) -> TaskUpdate {
+    pub fn update(self, stored: &StoredTask) -> TaskUpdate {
         let mut update = TaskUpdate::new(stored.clone());
         self.write_into(&mut update);
         update
@@ -51,17 +52,17 @@ impl Step {
     /// Writes this step into an update that already carries other changes (a consumed
     /// message, artifacts): the record, the event after those already there, and the
     /// transition's states as the condition.
-    pub fn write_into(&self, update: &mut TaskUpdate) {
+    pub fn write_into(self, update: &mut TaskUpdate) {
         update.allowed_states = self.allowed_states.to_vec();
-        update.events.push(self.event.clone());
-        update.record = Some(self.record.clone());
+        update.events.push(self.event);
+        update.record = Some(self.record);
     }
 
     /// Writes this step into a task's creation: the record as created, the event after those
     /// already there (a creation has no prior state to condition on).
-    pub fn create(&self, new: &mut NewTask) {
-        new.record = self.record.clone();
-        new.events.push(self.event.clone());
+    pub fn create(self, new: &mut NewTask) {
+        new.record = self.record;
+        new.events.push(self.event);
     }
 }
 
@@ -105,14 +106,31 @@ mod tests {
         assert_eq!(step.record.sub_state, sub_state);
         assert_eq!(step.event, view::status_update(&step.record, Some("m1")));
 
+        let (record, event) = (step.record.clone(), step.event.clone());
         let update = step.update(&created);
         assert_eq!(update.allowed_states, from.to_vec());
-        assert_eq!(update.record.as_ref(), Some(&step.record));
-        assert_eq!(update.events, vec![step.event.clone()]);
+        assert_eq!(update.record.as_ref(), Some(&record));
+        assert_eq!(update.events, vec![event.clone()]);
 
+        let answer = view::agent_message(&record, "done");
+        let transition = lifecycle::next(
+            &TaskState::Submitted,
+            None,
+            Lifecycle::Conversation,
+            LifecycleEvent::CommandApplied,
+        )
+        .expect("a command applies to a submitted task");
+        let step = Step::new(
+            submitted(),
+            transition,
+            Some(answer),
+            Utc::now(),
+            Some("m1"),
+        );
+        let (record, event) = (step.record.clone(), step.event.clone());
         let mut new = NewTask::new(submitted());
         step.create(&mut new);
-        assert_eq!(new.record, step.record);
-        assert_eq!(new.events, vec![step.event]);
+        assert_eq!(new.record, record);
+        assert_eq!(new.events, vec![event]);
     }
 }

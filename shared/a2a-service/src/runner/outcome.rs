@@ -86,13 +86,13 @@ impl Runner {
         let bounded = Some(view::bounded(&message));
         let mid = Some(item.key.message_id.as_str());
         let mut step = Step::new(next, transition.clone(), bounded, Utc::now(), mid);
-        if let StreamResponse::StatusUpdate(update) = &mut step.event {
-            // The event carries the whole reply; the task document a bounded copy.
-            update.status.message = Some(message.clone());
-        }
         let mut update = TaskUpdate::new(current.clone());
         update.consume_inbox = vec![item.key.clone()];
         update.history = vec![item.message.clone(), message.clone()];
+        if let StreamResponse::StatusUpdate(event) = &mut step.event {
+            // The event carries the whole reply; the task document a bounded copy.
+            event.status.message = Some(message);
+        }
         update.transcript = reply.transcript.clone();
         if !reply.artifacts.is_empty() {
             let stored = self.inner.store.artifacts(&current.record.id).await?;

@@ -48,6 +48,7 @@ impl Service {
         }
         let answer = Some(view::agent_message(record, text));
         let step = Step::new(next, transition, answer, now, Some(mid));
+        let (answered, event) = (view::task(&step.record, None, None), step.event.clone());
         let mut update = step.update(stored);
         update.message_ids.push(mid.to_owned());
         update
@@ -55,11 +56,7 @@ impl Service {
             .push(AuditEntry::new(now, mid, Some(sender), true, "command"));
         let next_seq = stored.counters.events + 1;
         match self.commit_update(update).await {
-            Ok(()) => Ok(Intake::answered(
-                view::task(&step.record, None, None),
-                step.event,
-                next_seq,
-            )),
+            Ok(()) => Ok(Intake::answered(answered, event, next_seq)),
             Err(StoreError::Conflict(Conflict::DuplicateMessage { .. })) => {
                 let task = view::task(record, None, None);
                 Ok(Intake::answered(

@@ -139,12 +139,14 @@ impl Service {
         created: Task,
         message: &Message,
     ) -> Result<Intake, ServiceError> {
+        let task = Box::new(view::task(&step.record, Some(vec![]), None));
+        let events = vec![StreamResponse::Task(created), step.event.clone()];
         step.create(&mut new);
         new.message_ids.push(message.message_id.clone());
         self.commit_create(new).await?;
         Ok(Intake::Answered {
-            task: Box::new(view::task(&step.record, Some(vec![]), None)),
-            events: vec![StreamResponse::Task(created), step.event],
+            task,
+            events,
             push_from: Some(0),
         })
     }
