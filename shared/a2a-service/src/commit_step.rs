@@ -88,10 +88,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_step_moves_the_record_and_tells_it_in_one_conditional_write() {
+    /// A command's step on a submitted task, and the transition's (to, sub-state, from).
+    fn command_step() -> (Step, lifecycle::Transition) {
         let record = submitted();
-        let created = NewTask::new(record.clone()).applied();
         let transition = lifecycle::next(
             &TaskState::Submitted,
             None,
@@ -99,34 +98,35 @@ mod tests {
             LifecycleEvent::CommandApplied,
         )
         .expect("a command applies to a submitted task");
-        let (to, sub_state, from) = (transition.to.clone(), transition.sub_state, transition.from);
         let answer = view::agent_message(&record, "done");
-        let step = Step::new(record, transition, Some(answer), Utc::now(), Some("m1"));
-        assert_eq!(step.record.status.state, to);
-        assert_eq!(step.record.sub_state, sub_state);
-        assert_eq!(step.event, view::status_update(&step.record, Some("m1")));
-
-        let (record, event) = (step.record.clone(), step.event.clone());
-        let update = step.update(&created);
-        assert_eq!(update.allowed_states, from.to_vec());
-        assert_eq!(update.record.as_ref(), Some(&record));
-        assert_eq!(update.events, vec![event.clone()]);
-
-        let answer = view::agent_message(&record, "done");
-        let transition = lifecycle::next(
-            &TaskState::Submitted,
-            None,
-            Lifecycle::Conversation,
-            LifecycleEvent::CommandApplied,
-        )
-        .expect("a command applies to a submitted task");
         let step = Step::new(
-            submitted(),
-            transition,
+            record,
+            transition.clone(),
             Some(answer),
             Utc::now(),
             Some("m1"),
         );
+        (step, transition)
+    }
+
+    #[test]
+    fn a_step_moves_the_record_and_tells_it_in_one_conditional_write() {
+        let created = NewTask::new(submitted()).applied();
+        let (step, transition) = command_step();
+        assert_eq!(step.record.status.state, transition.to);
+        assert_eq!(step.record.sub_state, transition.sub_state);
+        assert_eq!(step.event, view::status_update(&step.record, Some("m1")));
+
+        let (record, event) = (step.record.clone(), step.event.clone());
+        let update = step.update(&created);
+        assert_eq!(update.allowed_states, transition.from.to_vec());
+        assert_eq!(update.record.as_ref(), Some(&record));
+        assert_eq!(update.events, vec![event]);
+    }
+
+    #[test]
+    fn a_step_writes_a_creation_with_its_record_and_event() {
+        let (step, _) = command_step();
         let (record, event) = (step.record.clone(), step.event.clone());
         let mut new = NewTask::new(submitted());
         step.create(&mut new);
