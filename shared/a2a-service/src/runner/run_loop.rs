@@ -55,7 +55,10 @@ impl Runner {
                         wants_history: processed.is_some(),
                         history: None,
                     };
-                    let work = self.process(task_id, &item, known.take(), &mut end);
+                    // Boxed: a message's processing (intake, the agent's turn, its outcome) is
+                    // a large future; on the heap it is not copied into the run's task when
+                    // the run is spawned, nor into the lease keeper that polls it.
+                    let work = Box::pin(self.process(task_id, &item, known.take(), &mut end));
                     let (outcome, renewed) = self.holding(lease, ttl, work).await?;
                     lease = renewed;
                     given_up = n == last && end.lease.is_none();
