@@ -6,6 +6,7 @@ pub mod card;
 mod commit_step;
 pub mod config;
 pub mod error;
+pub mod extension_events;
 pub mod identity;
 pub mod listener;
 mod message_checks;

@@ -180,6 +180,22 @@ pub async fn commit(
     }
 }
 
+/// Mirrors the first state of each child created in `changes` into `parent`'s `TaskRef`s, so
+/// the commit that creates a child already shows it WORKING (an agent's child) or waiting for
+/// its assignee's answer (a participant's task), never SUBMITTED.
+pub fn mirror_first_states(parent: &mut TaskRecord, changes: &[Change]) {
+    for change in changes {
+        if let Change::Create(child) = change {
+            lifecycle::mirror_sub_task(
+                &mut parent.extension,
+                &child.record.id,
+                child.record.state(),
+                child.record.sub_state,
+            );
+        }
+    }
+}
+
 /// The first message of an agent-run child: its goal and criteria, from the parent's agent.
 fn goal_message(child: &ChildTask, context_id: &str, agent_id: &str) -> Message {
     let ext = &child.extension;

@@ -32,7 +32,7 @@ use a2a::TaskState;
 
 use crate::error::DomainError;
 pub use crate::events::{LifecycleEvent, TurnSummary};
-use crate::extension::{Lifecycle, SubState, TaskExtension};
+use crate::extension::{Lifecycle, StepState, SubState, TaskExtension};
 pub use crate::states::{parse_state, short_state_name, state_name};
 
 impl TurnSummary {
@@ -243,8 +243,10 @@ pub fn subtask_note(child_id: &str, state: &TaskState, summary: &str) -> String 
 }
 
 /// Mirrors a child's state into the parent's `sub_tasks` entry (and into the step
-/// `linked_tasks` entries that name it). Returns whether anything changed, so the caller
-/// skips a write that would change nothing.
+/// `linked_tasks` entries that name it). A child that failed, was canceled or was rejected
+/// fails the steps it is linked to that are not done (linking a new sub-task retries such a
+/// step). Returns whether anything changed, so the caller skips a write that would change
+/// nothing.
 pub fn mirror_sub_task(
     parent: &mut TaskExtension,
     child_id: &str,
@@ -266,13 +268,19 @@ pub fn mirror_sub_task(
         }
     };
     parent.sub_tasks.iter_mut().for_each(&mut update);
+    let fails_step = matches!(state, Failed | Canceled | Rejected);
+    let mut failed_a_step = false;
     if let Some(plan) = parent.plan.as_mut() {
-        plan.steps
-            .iter_mut()
-            .flat_map(|s| s.linked_tasks.iter_mut())
-            .for_each(&mut update);
+        for step in &mut plan.steps {
+            step.linked_tasks.iter_mut().for_each(&mut update);
+            let linked = step.linked_tasks.iter().any(|r| r.task_id == child_id);
+            if fails_step && linked && !matches!(step.state, StepState::Done | StepState::Failed) {
+                step.state = StepState::Failed;
+                failed_a_step = true;
+            }
+        }
     }
-    changed
+    changed || failed_a_step
 }
 
 #[cfg(test)]
@@ -685,5 +693,55 @@ mod tests {
             "only interrupted states carry a sub-state"
         );
         assert!(!mirror_sub_task(&mut parent, "p.9", &Completed, None));
+    }
+
+    #[test]
+    fn a_child_that_fails_fails_its_step_unless_the_step_is_done() {
+        for ended in [Failed, Canceled, Rejected] {
+            let mut parent = TaskExtension::new("p", "g");
+            parent.sub_tasks.push(TaskRef::local("p.1"));
+            parent.plan = Some(
+                crate::plan::build(&[
+                    crate::plan::PlanStepArgs {
+                        name: "A".into(),
+                        description: String::new(),
+                        depends_on: vec![],
+                    },
+                    crate::plan::PlanStepArgs {
+                        name: "B".into(),
+                        description: String::new(),
+                        depends_on: vec![],
+                    },
+                ])
+                .expect("valid"),
+            );
+            let plan = parent.plan.as_mut().expect("plan");
+            plan.steps[0].state = StepState::Active;
+            plan.steps[0].linked_tasks.push(TaskRef::local("p.1"));
+            plan.steps[1].state = StepState::Done;
+            plan.steps[1].linked_tasks.push(TaskRef::local("p.1"));
+            assert!(mirror_sub_task(&mut parent, "p.1", &ended, None));
+            let steps = &parent.plan.as_ref().expect("plan").steps;
+            assert_eq!(steps[0].state, StepState::Failed, "{ended:?}");
+            assert_eq!(steps[1].state, StepState::Done, "a done step stays done");
+        }
+        let mut parent = TaskExtension::new("p", "g");
+        parent.plan = Some(
+            crate::plan::build(&[crate::plan::PlanStepArgs {
+                name: "A".into(),
+                description: String::new(),
+                depends_on: vec![],
+            }])
+            .expect("valid"),
+        );
+        let plan = parent.plan.as_mut().expect("plan");
+        plan.steps[0].state = StepState::Active;
+        plan.steps[0].linked_tasks.push(TaskRef::local("p.1"));
+        assert!(mirror_sub_task(&mut parent, "p.1", &Completed, None));
+        assert_eq!(
+            parent.plan.as_ref().expect("plan").steps[0].state,
+            StepState::Active,
+            "a completed child leaves its step to the agent"
+        );
     }
 }

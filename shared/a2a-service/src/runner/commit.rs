@@ -5,11 +5,11 @@
 use task_store::{Change, StoreError, StoredTask, TaskUpdate};
 
 use super::handle::Runner;
-use crate::subtasks;
+use crate::{extension_events, subtasks};
 
 impl Runner {
-    /// Commits one update with the notes its change of state owes the task's parents, and
-    /// returns the task as it now is (no read back). A parent that ended meanwhile takes no
+    /// Commits one update with the notes its change of state owes the task's parents (a change
+    /// of its extension told by an event, `extension_events`), and returns the task as it now is (no read back). A parent that ended meanwhile takes no
     /// note: the commit is tried again without them.
     pub(super) async fn commit(&self, update: TaskUpdate) -> Result<StoredTask, StoreError> {
         self.commit_with(update, Vec::new()).await
@@ -18,9 +18,12 @@ impl Runner {
     /// [`commit`](Self::commit), with more changes in the same transaction (children).
     pub(super) async fn commit_with(
         &self,
-        update: TaskUpdate,
-        more: Vec<Change>,
+        mut update: TaskUpdate,
+        mut more: Vec<Change>,
     ) -> Result<StoredTask, StoreError> {
+        // Before the task as applied is taken: an event appended here counts in it.
+        extension_events::announce(&mut update);
+        extension_events::announce_all(&mut more);
         let applied = update.applied();
         let has_events = !update.events.is_empty();
         let mut changes = vec![Change::Update(Box::new(update))];

@@ -54,6 +54,9 @@ impl TurnHost for Runner {
             update.artifacts = write.artifacts;
             update.record = write.record;
             let (children, leases) = self.turn_children(&record, &write.children, now);
+            if let Some(parent) = update.record.as_mut() {
+                subtasks::mirror_first_states(parent, &children);
+            }
             match self.commit_with(update, children).await {
                 Ok(applied) => {
                     *task = applied;

@@ -17,6 +17,7 @@ use crate::api::RequestContext;
 use crate::card;
 use crate::config::ServiceConfig;
 use crate::error::ServiceError;
+use crate::extension_events;
 use crate::identity::{self, Who};
 use crate::listener::{EventListener, Wakeup};
 use crate::push::WebhookPolicy;
@@ -130,8 +131,10 @@ impl Service {
         }
     }
 
-    /// Commits with the notes the changes owe the tasks' parents (`subtasks::commit`).
-    pub(super) async fn commit(&self, changes: Vec<Change>) -> Result<(), StoreError> {
+    /// Commits with the notes the changes owe the tasks' parents (`subtasks::commit`), each
+    /// change of an extension told by an event (`extension_events`).
+    pub(super) async fn commit(&self, mut changes: Vec<Change>) -> Result<(), StoreError> {
+        extension_events::announce_all(&mut changes);
         let touched: Vec<String> = changes
             .iter()
             .filter(|c| match c {

@@ -12,7 +12,7 @@ use task_store::{AuditEntry, Conflict, StoreError, StoredTask};
 use super::base::Service;
 use super::outcome::{Intake, Retry};
 use crate::commit_step::Step;
-use crate::view;
+use crate::{extension_events, view};
 
 impl Service {
     pub(super) async fn command(
@@ -48,8 +48,15 @@ impl Service {
         }
         let answer = Some(view::agent_message(record, text));
         let step = Step::new(next, transition, answer, now, Some(mid));
-        let (answered, event) = (view::task(&step.record, None, None), step.event.clone());
+        let answered = view::task(&step.record, None, None);
         let mut update = step.update(stored);
+        // The answer the sender gets is the event as stored: with the new setting in it.
+        extension_events::announce(&mut update);
+        let event = update
+            .events
+            .last()
+            .cloned()
+            .unwrap_or_else(|| StreamResponse::Task(answered.clone()));
         update.message_ids.push(mid.to_owned());
         update
             .audit

@@ -297,11 +297,17 @@ fn child_extension(
 }
 
 /// Links a new child in `sub_tasks` and, when given, in the step's `linked_tasks`; a pending
-/// step whose dependencies are done becomes active, since work on it has started.
+/// step whose dependencies are done becomes active, since work on it has started, and so does
+/// a failed step (a new sub-task retries it).
 fn link_child(next: &mut WorkingTask, child: TaskRef, step: Option<usize>) {
     if let (Some(index), Some(plan)) = (step, next.extension.plan.as_mut()) {
         plan.steps[index].linked_tasks.push(child.clone());
-        if plan.steps[index].state == StepState::Pending && plan.waiting_on(index).is_empty() {
+        let starts = match plan.steps[index].state {
+            StepState::Pending => plan.waiting_on(index).is_empty(),
+            StepState::Failed => true,
+            StepState::Active | StepState::Done => false,
+        };
+        if starts {
             plan.steps[index].state = StepState::Active;
         }
     }

@@ -242,6 +242,23 @@ fn spawn_subtask_creates_and_links_a_delegated_child() {
 }
 
 #[test]
+fn linking_a_new_sub_task_retries_a_failed_step() {
+    let f = Fixture::new();
+    let mut t = then(f.call(&task(), None, "create_plan", pinned_plan()));
+    t.extension.plan.as_mut().expect("plan").steps[0].state = StepState::Failed;
+    let out = f.call(
+        &t,
+        None,
+        "spawn_subtask",
+        json!({"name": "Retry", "goal": "g", "step": "gather-facts"}),
+    );
+    assert_eq!(
+        then(out).extension.plan.expect("plan").steps[0].state,
+        StepState::Active
+    );
+}
+
+#[test]
 fn spawn_subtask_on_a_remote_agent() {
     let f = Fixture::new();
     let out = f.call(
