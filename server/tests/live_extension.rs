@@ -230,3 +230,81 @@ async fn a_failed_sub_task_fails_its_step_and_a_new_one_retries_it() {
         "{history:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_and_roles_changed_on_a_task_are_told_to_its_followers() {
+    let script = json!({"turns": [
+        {"text": "ready"},
+        {"tool_calls": [{"name": "set_participant_role", "arguments": {
+            "participant_id": "bob", "role": "admin"}}]},
+        {"text": "bob is an admin"}
+    ]});
+    let server = agent_server(script);
+    let api = server.client().api(Binding::JsonRpc);
+    let people = json!([{"id": "alice", "kind": "human", "role": "admin"},
+                        {"id": "bob", "kind": "human", "role": "watcher"}]);
+    let task = api
+        .send_ok(new_task_req(
+            "alice",
+            "hello",
+            json!({"name": "Team", "goal": "work together", "participants": people}),
+        ))
+        .await;
+    assert_eq!(status_text(&task), "ready");
+    let mut followed = api
+        .as_participant("bob")
+        .subscribe(id_of(&task))
+        .await
+        .expect("subscribe");
+    followed.next().await.expect("the task");
+
+    // A command's answer carries the new setting.
+    let effort = api.follow_up(&task, "alice", "/effort high").await;
+    assert_eq!(ext(&effort)["reasoning_effort"], "high");
+    let told = followed.next().await.expect("the command's answer");
+    assert_eq!(
+        carried(&told).map(|e| e["reasoning_effort"].clone()),
+        Some(json!("high")),
+        "{told}"
+    );
+
+    // (The stream ended with that answer: the task still waits. Follow it again.)
+    assert!(followed.next().await.is_none());
+    let mut followed = api
+        .as_participant("bob")
+        .subscribe(id_of(&task))
+        .await
+        .expect("subscribe");
+    followed.next().await.expect("the task");
+    // A role the agent changes mid-run reaches the follower before the turn ends.
+    api.follow_up(&task, "alice", "make bob an admin").await;
+    let mut events = Vec::new();
+    while let Some(event) = followed.next().await {
+        let done = event_kind(&event) == "status:TASK_STATE_INPUT_REQUIRED";
+        events.push(event);
+        if done {
+            break;
+        }
+    }
+    let roles: Vec<Value> = events
+        .iter()
+        .filter_map(carried)
+        .map(|e| participant_role(e, "bob"))
+        .collect();
+    assert_eq!(roles, [json!("admin")], "{events:#?}");
+    assert_eq!(
+        event_kind(events.iter().find(|e| carried(e).is_some()).unwrap()),
+        "status:TASK_STATE_WORKING",
+        "told while the run works"
+    );
+}
+
+fn participant_role(ext: &Value, id: &str) -> Value {
+    ext["participants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == id)
+        .map(|p| p["role"].clone())
+        .unwrap_or(Value::Null)
+}
