@@ -35,7 +35,7 @@ const DEFAULT_NAME_CHARS: usize = 60;
 pub const DEFAULT_GOAL_BYTES: usize = 32 * 1024;
 
 /// `text` cut to at most `max` bytes on a character boundary, marked with `…` when cut.
-fn cut(text: &str, max: usize) -> String {
+pub(crate) fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }

@@ -10,7 +10,7 @@ use task_store::{Conflict, InboxItem, Lease, StoreError, StoredTask, TaskRecord,
 use tracing::debug;
 
 use super::handle::{Created, MAX_RETRIES, Processed, RunEnd, Runner};
-use super::items::{agent_input, audit, consuming};
+use super::items::{agent_input, audit, consuming, message_text};
 use crate::agents::TurnContext;
 use crate::{subtasks, view};
 
@@ -227,6 +227,20 @@ fn recorded_while_waiting(
     let mut update = consuming(stored, item, audit(item, now, true, "recorded"));
     update.allowed_states = accepted.from.to_vec();
     update.history = vec![item.message.clone()];
+    // A comment on an open help request reaches the agent with the answer. A participant's
+    // task (`awaiting_participant`) runs no agent: its messages are only recorded.
+    if record.agent.awaiting_participant.is_none()
+        && let Some(help) = &record.agent.pending_help
+    {
+        let comment = message_text(&item.message, &item.sender);
+        if !comment.trim().is_empty() {
+            let mut next = record.clone();
+            let mut help = help.clone();
+            help.add_comment(&item.sender, &comment);
+            next.agent.pending_help = Some(help);
+            update.record = Some(next);
+        }
+    }
     update.events = vec![a2a::StreamResponse::StatusUpdate(view::notice(
         stored,
         &text,
