@@ -1,5 +1,6 @@
 //! Conversations over the memory store with the echo agent (which answers with what it
-//! read): comments on an open help request, which reach the agent with the answer.
+//! read): a task a command opened, named by its first message that runs the agent or by a
+//! participant; comments on an open help request, which reach the agent with the answer.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -34,6 +35,73 @@ fn ext(task: &Task) -> &Value {
 
 async fn stored(f: &Fixture, id: &str) -> TaskRecord {
     f.store.get(id).await.expect("read").expect("task").record
+}
+
+#[tokio::test]
+async fn a_command_opens_a_new_conversation_its_first_message_names() {
+    let f = fixture();
+    let task = send_task(&f, send(text("alice", "/effort high"))).await;
+    assert_status(
+        &task,
+        TaskState::InputRequired,
+        "reasoning effort set to high",
+    );
+    assert_eq!(ext(&task)["name"], "New conversation");
+    assert_eq!(ext(&task)["goal"], "New conversation");
+    assert_eq!(ext(&task)["reasoning_effort"], "high");
+    assert!(stored(&f, &task.id).await.agent.untitled);
+
+    // Another command leaves it untitled.
+    let shown = send_task(&f, on(&task, text("alice", "/model"))).await;
+    assert_eq!(ext(&shown)["name"], "New conversation");
+
+    let first = "Refund order 48213\nit was late";
+    let named = send_task(&f, on(&task, text("alice", first))).await;
+    assert_status(&named, TaskState::InputRequired, first);
+    assert_eq!(ext(&named)["name"], "Refund order 48213");
+    assert_eq!(ext(&named)["goal"], first);
+    assert_eq!(ext(&named)["reasoning_effort"], "high");
+    assert!(!stored(&f, &task.id).await.agent.untitled);
+
+    // Named once: the next message leaves the name alone.
+    let next = send_task(&f, on(&task, text("alice", "any news?"))).await;
+    assert_eq!(ext(&next)["name"], "Refund order 48213");
+    assert_eq!(ext(&next)["goal"], first);
+}
+
+#[tokio::test]
+async fn a_participant_who_names_the_conversation_keeps_the_name() {
+    let f = fixture();
+    let task = send_task(&f, send(text("alice", "/effort low"))).await;
+    let mut edit = common::from(
+        "alice",
+        vec![Part::data(json!({"name": "Audit"})).with_media_type(TASK_MEDIA_TYPE)],
+    );
+    edit.task_id = Some(task.id.clone());
+    let edited = send_task(&f, send(edit)).await;
+    assert_eq!(ext(&edited)["name"], "Audit");
+    assert!(!stored(&f, &task.id).await.agent.untitled);
+    let after = send_task(&f, on(&task, text("alice", "Refund order 48213"))).await;
+    assert_eq!(ext(&after)["name"], "Audit");
+    assert_eq!(ext(&after)["goal"], "New conversation");
+}
+
+#[tokio::test]
+async fn a_command_with_an_envelope_keeps_the_envelopes_name() {
+    let f = fixture();
+    let message = common::from(
+        "alice",
+        vec![
+            Part::text("/effort high"),
+            Part::data(json!({"name": "Audit", "goal": "Audit the ledger"}))
+                .with_media_type(TASK_MEDIA_TYPE),
+        ],
+    );
+    let task = send_task(&f, send(message)).await;
+    assert_eq!(ext(&task)["name"], "Audit");
+    assert!(!stored(&f, &task.id).await.agent.untitled);
+    let after = send_task(&f, on(&task, text("alice", "start"))).await;
+    assert_eq!(ext(&after)["name"], "Audit");
 }
 
 /// Alice's task, waiting INPUT_REQUIRED on `agent` as the task's agent state (bob watches).

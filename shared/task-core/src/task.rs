@@ -34,6 +34,10 @@ pub struct AgentState {
     pub remote_agent: Option<String>,
     /// The remote agent's task, once known (a relay taken over subscribes to it).
     pub remote_task: Option<String>,
+    /// The task has no name of its own yet (a command created it): the first message that
+    /// runs the agent names it, unless a participant names it first.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub untitled: bool,
 }
 
 /// An open `ask_participant` request.
@@ -255,7 +259,16 @@ mod tests {
         state.loaded_skills.insert("summarize".into());
         state.pending_help = Some(request(&["a"]));
         state.help_requests = 1;
+        state.untitled = true;
         let value = serde_json::to_value(&state).expect("serialises");
+        assert_eq!(value["untitled"], true);
+        assert!(
+            serde_json::to_value(AgentState::default())
+                .expect("serialises")
+                .get("untitled")
+                .is_none(),
+            "a titled task's document does not carry the flag"
+        );
         assert_eq!(
             serde_json::from_value::<AgentState>(value).expect("parses"),
             state
