@@ -251,7 +251,7 @@ async fn a_help_request_waits_for_the_asked_participant_only() {
     );
     assert!(history_texts(&still).contains(&"hurry up".to_owned()));
 
-    // Bob answers: the run resumes with the framed answer.
+    // Bob answers: the run resumes with the framed answer, then alice's comment.
     let answered = api.follow_up(&task, "bob", "Full.").await;
     assert_eq!(state(&answered), "TASK_STATE_INPUT_REQUIRED");
     assert_eq!(status_text(&answered), "Refunding in full.");
@@ -265,7 +265,10 @@ async fn a_help_request_waits_for_the_asked_participant_only() {
         users,
         [
             "refund 48213",
-            "Reply from bob to \"Full or partial refund?\": Full."
+            "Reply from bob to \"Full or partial refund?\": Full.\n\n\
+             [Comments other participants sent while the question was open, oldest first]\n\
+             alice: hurry up\n\
+             [End of comments]"
         ]
     );
 }

@@ -274,18 +274,25 @@ async fn commands_are_answered_by_a_status_update_and_do_not_run_the_agent() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_command_as_the_first_message_opens_a_conversation() {
+async fn a_command_as_the_first_message_opens_a_conversation_its_first_message_names() {
     let server = Server::start();
     for binding in BOTH {
-        let task = server
-            .client()
-            .api(binding)
-            .send_text("alice", "/effort medium")
-            .await;
+        let api = server.client().api(binding);
+        let task = api.send_text("alice", "/effort high").await;
         assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED", "{binding:?}");
-        assert_eq!(status_text(&task), "reasoning effort set to medium");
-        assert_eq!(ext(&task)["reasoning_effort"], "medium");
+        assert_eq!(status_text(&task), "reasoning effort set to high");
+        assert_eq!(ext(&task)["reasoning_effort"], "high");
         assert_eq!(ext(&task)["lifecycle"], "conversation");
+        assert_eq!(ext(&task)["name"], "New conversation", "not the command");
+        assert_eq!(ext(&task)["goal"], "New conversation");
+
+        let first = "Refund order 48213\nit was late";
+        let named = api.follow_up(&task, "alice", first).await;
+        assert_eq!(state(&named), "TASK_STATE_INPUT_REQUIRED", "{binding:?}");
+        assert_eq!(status_text(&named), first, "the agent ran on it");
+        assert_eq!(ext(&named)["name"], "Refund order 48213");
+        assert_eq!(ext(&named)["goal"], first);
+        assert_eq!(ext(&named)["reasoning_effort"], "high");
     }
 }
 

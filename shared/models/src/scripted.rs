@@ -15,7 +15,9 @@
 //! {"tasks": {"Refund 48213": {"turns": [...]}, "*": {"turns": [{"text": "done"}]}}}
 //! ```
 //!
-//! A turn may also say `"delay_ms": 500` to answer only after that long, like a slow model.
+//! A turn may also say `"delay_ms": 500` to answer only after that long, like a slow model,
+//! and `"echo_input": true` to answer with the last user input it was sent (what the agent
+//! read of the latest message), so a test sees that input in the task's status message.
 //!
 //! The turn played is the number of model turns already in the conversation, so a script
 //! replays the same way after a restart. A conversation past the script's end fails the call
@@ -42,6 +44,9 @@ pub struct ScriptedTurn {
     /// Wait this long before answering, like a slow model (demos, crash tests).
     #[serde(default)]
     pub delay_ms: u64,
+    /// Answer with the text of the conversation's last user turn (instead of `text`).
+    #[serde(default)]
+    pub echo_input: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -169,8 +174,16 @@ impl Model for ScriptedModel {
         if turn.delay_ms > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(turn.delay_ms)).await;
         }
+        let text = if turn.echo_input {
+            request.turns.iter().rev().find_map(|t| match t {
+                Turn::User { text } => Some(text.clone()),
+                _ => None,
+            })
+        } else {
+            turn.text.clone()
+        };
         Ok(ModelReply {
-            text: turn.text.clone(),
+            text,
             tool_calls: turn
                 .tool_calls
                 .iter()
@@ -243,6 +256,30 @@ mod tests {
             ModelError::Misconfigured(
                 "the script of task \"t\" has 2 turns; turn 3 was asked for".into()
             )
+        );
+    }
+
+    #[tokio::test]
+    async fn an_echo_turn_answers_with_the_last_user_input() {
+        let model = ScriptedModel::new(
+            Script::from_json(
+                &json!({"turns": [{"text": "first"}, {"echo_input": true}]}).to_string(),
+            )
+            .unwrap(),
+        );
+        let turns = vec![
+            Turn::User { text: "go".into() },
+            Turn::Assistant {
+                text: Some("first".into()),
+                tool_calls: vec![],
+            },
+            Turn::User {
+                text: "Reply from alice: yes".into(),
+            },
+        ];
+        assert_eq!(
+            model.complete(&request("t", turns)).await.unwrap(),
+            ModelReply::text("Reply from alice: yes")
         );
     }
 

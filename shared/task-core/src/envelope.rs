@@ -35,7 +35,7 @@ const DEFAULT_NAME_CHARS: usize = 60;
 pub const DEFAULT_GOAL_BYTES: usize = 32 * 1024;
 
 /// `text` cut to at most `max` bytes on a character boundary, marked with `…` when cut.
-fn cut(text: &str, max: usize) -> String {
+pub(crate) fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
@@ -169,6 +169,20 @@ fn refuse_server_controlled(payload: &Map<String, Value>) -> Result<(), DomainEr
     }
 }
 
+/// The name and goal a task takes from a message's text when nothing else names it: the
+/// first line (at most 60 characters, `task` when empty), and the text (cut at
+/// [`DEFAULT_GOAL_BYTES`]).
+pub fn default_name_and_goal(text: &str) -> (String, String) {
+    let first_line = text.trim().lines().next().unwrap_or("").trim();
+    let name: String = first_line.chars().take(DEFAULT_NAME_CHARS).collect();
+    let name = if name.is_empty() {
+        "task".to_owned()
+    } else {
+        name
+    };
+    (name, cut(text, DEFAULT_GOAL_BYTES))
+}
+
 /// The extension of a task created by `sender`'s first message.
 ///
 /// Without an envelope: `name` is the first line of `text` (at most 60 characters, `task` when
@@ -186,16 +200,8 @@ pub fn new_task_extension(
 ) -> Result<TaskExtension, DomainError> {
     let mut ext = match envelope {
         None => {
-            let first_line = text.trim().lines().next().unwrap_or("").trim();
-            let name: String = first_line.chars().take(DEFAULT_NAME_CHARS).collect();
-            let mut ext = TaskExtension::new(
-                if name.is_empty() {
-                    "task".to_owned()
-                } else {
-                    name
-                },
-                cut(text, DEFAULT_GOAL_BYTES),
-            );
+            let (name, goal) = default_name_and_goal(text);
+            let mut ext = TaskExtension::new(name, goal);
             ext.participants.push(Participant::new(
                 sender,
                 ParticipantKind::Human,

@@ -34,6 +34,10 @@ pub struct AgentState {
     pub remote_agent: Option<String>,
     /// The remote agent's task, once known (a relay taken over subscribes to it).
     pub remote_task: Option<String>,
+    /// The task has no name of its own yet (a command created it): the first message that
+    /// runs the agent names it, unless a participant names it first.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub untitled: bool,
 }
 
 /// An open `ask_participant` request.
@@ -45,6 +49,30 @@ pub struct HelpRequest {
     pub options: Vec<String>,
     /// Id of the INPUT_REQUIRED status message that carries the request (`<task>:help:<n>`).
     pub message_id: String,
+    /// What other participants said while the request was open, oldest first: they do not
+    /// resume the task, and reach the agent with the answer (at most [`MAX_HELP_COMMENTS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comments: Vec<HelpComment>,
+    /// Older comments dropped to keep [`MAX_HELP_COMMENTS`]; the agent is told how many.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_comments: u32,
+}
+
+/// The most comments an open help request keeps: the oldest are dropped first (counted).
+pub const MAX_HELP_COMMENTS: usize = 20;
+/// The longest comment kept, in bytes (cut on a character boundary, marked with `…`); the
+/// whole message stays in the history.
+pub const MAX_HELP_COMMENT_BYTES: usize = 4 * 1024;
+
+/// A message another participant sent while a help request was open, as the agent reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelpComment {
+    pub sender: String,
+    pub text: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The task the intrinsic tools read and produce.
@@ -91,12 +119,46 @@ impl HelpRequest {
         message
     }
 
-    /// How the answer enters the history: `Reply from <pid> to "<question>": <text>`.
+    /// Keeps `sender`'s comment, cut to [`MAX_HELP_COMMENT_BYTES`], dropping the oldest past
+    /// [`MAX_HELP_COMMENTS`].
+    pub fn add_comment(&mut self, sender: &str, text: &str) {
+        self.comments.push(HelpComment {
+            sender: sender.to_owned(),
+            text: crate::envelope::cut(text, MAX_HELP_COMMENT_BYTES),
+        });
+        let excess = self.comments.len().saturating_sub(MAX_HELP_COMMENTS);
+        if excess > 0 {
+            self.comments.drain(..excess);
+            self.dropped_comments = self.dropped_comments.saturating_add(excess as u32);
+        }
+    }
+
+    /// How the answer reaches the agent: `Reply from <pid> to "<question>": <text>`, then the
+    /// comments made meanwhile, if any, in a delimited block, one `<sender>: <text>` each in
+    /// arrival order (a comment's further lines indented, so each line's author is clear).
     pub fn frame_answer(&self, text: &str) -> String {
-        format!(
+        let mut out = format!(
             "Reply from {} to {:?}: {text}",
             self.participant_id, self.question
-        )
+        );
+        if self.comments.is_empty() && self.dropped_comments == 0 {
+            return out;
+        }
+        out.push_str(
+            "\n\n[Comments other participants sent while the question was open, oldest first]",
+        );
+        if self.dropped_comments > 0 {
+            out.push_str(&format!(
+                "\n[{} older comments dropped]",
+                self.dropped_comments
+            ));
+        }
+        for comment in &self.comments {
+            let text = comment.text.replace('\n', "\n  ");
+            out.push_str(&format!("\n{}: {text}", comment.sender));
+        }
+        out.push_str("\n[End of comments]");
+        out
     }
 }
 
@@ -110,6 +172,8 @@ mod tests {
             question: "Full or partial refund?".into(),
             options: options.iter().map(|s| (*s).to_owned()).collect(),
             message_id: "t-1:help:1".into(),
+            comments: Vec::new(),
+            dropped_comments: 0,
         }
     }
 
@@ -142,12 +206,69 @@ mod tests {
     }
 
     #[test]
+    fn comments_follow_the_answer_in_order_attributed() {
+        let mut help = request(&[]);
+        help.add_comment("bob", "hurry up");
+        help.add_comment("carol", "partial is fine\nif it helps");
+        assert_eq!(
+            help.frame_answer("Full."),
+            "Reply from alice to \"Full or partial refund?\": Full.\n\n\
+             [Comments other participants sent while the question was open, oldest first]\n\
+             bob: hurry up\n\
+             carol: partial is fine\n  if it helps\n\
+             [End of comments]"
+        );
+        // Kept with the request: it round-trips, and an old request without them still parses.
+        let value = serde_json::to_value(&help).expect("serialises");
+        assert_eq!(
+            serde_json::from_value::<HelpRequest>(value).expect("parses"),
+            help
+        );
+        let old = json!({"participant_id": "alice", "question": "Full or partial refund?",
+                         "message_id": "t-1:help:1"});
+        assert_eq!(
+            serde_json::from_value::<HelpRequest>(old).expect("parses"),
+            request(&[])
+        );
+    }
+
+    #[test]
+    fn comments_are_bounded_oldest_dropped_first() {
+        let mut help = request(&[]);
+        for n in 0..MAX_HELP_COMMENTS + 3 {
+            help.add_comment("bob", &format!("comment {n}"));
+        }
+        help.add_comment("carol", &"x".repeat(MAX_HELP_COMMENT_BYTES + 10));
+        assert_eq!(help.comments.len(), MAX_HELP_COMMENTS);
+        assert_eq!(help.dropped_comments, 4);
+        assert_eq!(help.comments[0].text, "comment 4");
+        let long = &help.comments[MAX_HELP_COMMENTS - 1];
+        assert_eq!(long.sender, "carol");
+        assert!(long.text.len() <= MAX_HELP_COMMENT_BYTES && long.text.ends_with('…'));
+        let framed = help.frame_answer("Full.");
+        assert!(
+            framed.contains("oldest first]\n[4 older comments dropped]\nbob: comment 4\n"),
+            "{framed}"
+        );
+        assert!(framed.ends_with("…\n[End of comments]"), "{framed}");
+    }
+
+    #[test]
     fn agent_state_round_trips_and_defaults() {
         let mut state = AgentState::default();
         state.loaded_skills.insert("summarize".into());
         state.pending_help = Some(request(&["a"]));
         state.help_requests = 1;
+        state.untitled = true;
         let value = serde_json::to_value(&state).expect("serialises");
+        assert_eq!(value["untitled"], true);
+        assert!(
+            serde_json::to_value(AgentState::default())
+                .expect("serialises")
+                .get("untitled")
+                .is_none(),
+            "a titled task's document does not carry the flag"
+        );
         assert_eq!(
             serde_json::from_value::<AgentState>(value).expect("parses"),
             state

@@ -2,15 +2,16 @@
 //! from intake (again: the task may have ended or the sender left since it was queued) to
 //! the agent's turn, or to the room that records it otherwise (a refusal, a note, an answer).
 
-use a2a::TaskState;
+use a2a::{Message, Part, TaskState};
 use chrono::{DateTime, Utc};
+use task_core::envelope;
 use task_core::lifecycle::{self, LifecycleEvent};
 use task_core::policy::{self, Action};
 use task_store::{Conflict, InboxItem, Lease, StoreError, StoredTask, TaskRecord, TaskUpdate};
 use tracing::debug;
 
 use super::handle::{Created, MAX_RETRIES, Processed, RunEnd, Runner};
-use super::items::{agent_input, audit, consuming};
+use super::items::{agent_input, audit, consuming, message_text};
 use crate::agents::TurnContext;
 use crate::{subtasks, view};
 
@@ -173,12 +174,15 @@ impl Runner {
         let mid = item.key.message_id.as_str();
         // The task works on it; the message stays queued until its outcome is committed.
         let mut working = stored.clone();
-        if accepted.changes(record.state(), record.sub_state) || answers {
+        if accepted.changes(record.state(), record.sub_state) || answers || record.agent.untitled {
             let mut next = record.clone();
             next.status = view::status(TaskState::Working, None, Utc::now());
             next.sub_state = None;
             if answers {
                 next.agent.pending_help = None;
+            }
+            if next.agent.untitled && item.sender != self.inner.config.agent_id {
+                name_untitled(&mut next, &item.message);
             }
             let mut update = TaskUpdate::new(stored.clone());
             update.allowed_states = accepted.from.to_vec();
@@ -227,6 +231,20 @@ fn recorded_while_waiting(
     let mut update = consuming(stored, item, audit(item, now, true, "recorded"));
     update.allowed_states = accepted.from.to_vec();
     update.history = vec![item.message.clone()];
+    // A comment on an open help request reaches the agent with the answer. A participant's
+    // task (`awaiting_participant`) runs no agent: its messages are only recorded.
+    if record.agent.awaiting_participant.is_none()
+        && let Some(help) = &record.agent.pending_help
+    {
+        let comment = message_text(&item.message, &item.sender);
+        if !comment.trim().is_empty() {
+            let mut next = record.clone();
+            let mut help = help.clone();
+            help.add_comment(&item.sender, &comment);
+            next.agent.pending_help = Some(help);
+            update.record = Some(next);
+        }
+    }
     update.events = vec![a2a::StreamResponse::StatusUpdate(view::notice(
         stored,
         &text,
@@ -234,4 +252,23 @@ fn recorded_while_waiting(
         Some(&item.key.message_id),
     ))];
     update
+}
+
+/// A task a command created takes its name and goal from the first message that runs the
+/// agent, as a task created by that message would (a message without text leaves it
+/// untitled).
+fn name_untitled(next: &mut TaskRecord, message: &Message) {
+    let text = message
+        .parts
+        .iter()
+        .filter_map(Part::as_text)
+        .collect::<Vec<_>>()
+        .join("\n");
+    if text.trim().is_empty() {
+        return;
+    }
+    let (name, goal) = envelope::default_name_and_goal(&text);
+    next.extension.name = name;
+    next.extension.goal = goal;
+    next.agent.untitled = false;
 }

@@ -1,6 +1,7 @@
 //! A new task from a message without a task id: its participants from the sender and any
 //! envelope, then one of three first steps (a command answered at once, content queued for
-//! this process's runner, an envelope alone leaving a conversation waiting).
+//! this process's runner, an envelope alone leaving a conversation waiting). A command's task
+//! is `New conversation` until its first message that runs the agent names it.
 
 use a2a::{Message, Part, StreamResponse, Task, TaskState};
 use chrono::{DateTime, Utc};
@@ -9,6 +10,7 @@ use task_core::commands::{self, Command};
 use task_core::envelope::{self, Envelope};
 use task_core::lifecycle::{self, LifecycleEvent};
 use task_core::policy::Action;
+use task_core::task::AgentState;
 use task_core::{DomainError, extension::Lifecycle};
 use task_store::{AuditEntry, Change, NewTask, TaskRecord};
 
@@ -20,6 +22,9 @@ use crate::identity::{self, Who};
 use crate::message_checks::{carries_content, media_type};
 use crate::runner::Created;
 use crate::view;
+
+/// The name and goal of a task a command created, until a message or a participant names it.
+pub const UNTITLED_NAME: &str = "New conversation";
 
 impl Service {
     pub(super) async fn new_task(
@@ -39,8 +44,13 @@ impl Service {
             Some(Envelope::Task(payload)) => Some(payload),
             _ => None,
         };
+        let command = commands::parse(&message.parts);
+        // A command names nothing: the task waits under a placeholder name for the first
+        // message that runs the agent to name it (an envelope's name stands).
+        let untitled = command.is_some() && payload.is_none();
+        let named_by = if untitled { UNTITLED_NAME } else { &text };
         let extension =
-            envelope::new_task_extension(sender, &self.config.agent_id, &text, payload)?;
+            envelope::new_task_extension(sender, &self.config.agent_id, named_by, payload)?;
         if identity::authorize(&extension, who, Action::Read).is_err() {
             // The envelope made its self-asserted sender an agent participant.
             return Err(ServiceError::InvalidParams(format!(
@@ -64,7 +74,10 @@ impl Service {
             status: view::status(TaskState::Submitted, None, now),
             sub_state: None,
             extension,
-            agent: Default::default(),
+            agent: AgentState {
+                untitled,
+                ..Default::default()
+            },
         };
         let created = view::task(&record, None, None);
         let mut new = NewTask::new(record.clone());
@@ -77,7 +90,7 @@ impl Service {
             "created the task",
         ));
 
-        if let Some(command) = commands::parse(&message.parts) {
+        if let Some(command) = command {
             return self
                 .create_with_command(record, new, created, message, command, now)
                 .await;

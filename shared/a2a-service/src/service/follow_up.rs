@@ -159,6 +159,10 @@ impl Service {
             envelope::apply_envelope(&record.extension, sender, &self.config.agent_id, payload)?;
         let mut next = record.clone();
         next.extension = edit.task.clone();
+        // A participant named the task: its first message no longer does.
+        if payload.contains_key("name") {
+            next.agent.untitled = false;
+        }
         let mut update = TaskUpdate::new(stored.clone());
         if edit.changes_participants() {
             update.actor_role = Some((sender.to_owned(), task_core::extension::Role::Admin));
@@ -180,6 +184,8 @@ impl Service {
             update
                 .events
                 .push(StreamResponse::StatusUpdate(event.clone()));
+            update.record = Some(next.clone());
+        } else if next.agent != record.agent {
             update.record = Some(next.clone());
         }
         let has_content = carries_content(message);

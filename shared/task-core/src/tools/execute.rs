@@ -175,6 +175,8 @@ fn run(
                 question: args.question.clone(),
                 options: args.options.clone(),
                 message_id: format!("{}:help:{}", task.id, next.agent.help_requests),
+                comments: Vec::new(),
+                dropped_comments: 0,
             };
             next.agent.pending_help = Some(request.clone());
             let text = format!("asked {}; waiting for the reply", args.participant_id);

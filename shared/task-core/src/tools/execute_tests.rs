@@ -350,6 +350,8 @@ fn ask_participant_opens_a_help_request() {
         question: "Full or partial refund?".into(),
         options: vec!["full".into(), "partial".into()],
         message_id: "t-1:help:1".into(),
+        comments: Vec::new(),
+        dropped_comments: 0,
     };
     assert_eq!(
         out.effects,
