@@ -130,7 +130,7 @@ async fn participants_read_the_transcript_and_admins_the_audit_log_over_both_bin
                 results["results"][0]["content"]
                     .as_str()
                     .unwrap()
-                    .contains("look-up-the-order"),
+                    .contains("plan attached with 1 steps"),
                 "{results}"
             );
             assert!(
@@ -174,16 +174,20 @@ async fn participants_read_the_transcript_and_admins_the_audit_log_over_both_bin
         // A reporter who is not an admin, and a stranger, learn nothing.
         alice
             .audit_log(&id, json!({}))
+            .await
             .refused_not_found("a reporter reads no audit log");
         let mallory = api.as_participant("mallory");
         mallory
             .audit_log(&id, json!({}))
+            .await
             .refused_not_found("a stranger reads no audit log");
         mallory
             .transcript(&id, json!({}))
+            .await
             .refused_not_found("a stranger reads no transcript");
         alice
             .transcript("no-such-task", json!({}))
+            .await
             .refused_not_found("no such task");
 
         // Bad paging parameters.
@@ -195,9 +199,11 @@ async fn participants_read_the_transcript_and_admins_the_audit_log_over_both_bin
         ] {
             alice
                 .transcript(&id, paging.clone())
+                .await
                 .refused_invalid_params(&format!("{binding:?} transcript {paging}"));
             api.as_participant("carol")
                 .audit_log(&id, paging.clone())
+                .await
                 .refused_invalid_params(&format!("{binding:?} audit log {paging}"));
         }
     }
