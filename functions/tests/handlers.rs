@@ -94,6 +94,14 @@ async fn every_function_answers_its_method_on_both_payloads() {
                     Call::post(format!("/tasks/{id}:cancel"), &json!({})).participant("alice")
                 }
                 Serves::Rest(Method::GetExtendedAgentCard) => Call::get("/extendedAgentCard"),
+                Serves::Rest(Method::GetTaskTranscript) => {
+                    Call::get(format!("/tasks/{id}/transcript"))
+                        .query("pageSize", "1")
+                        .participant("alice")
+                }
+                Serves::Rest(Method::GetTaskAuditLog) => {
+                    Call::get(format!("/tasks/{id}/auditLog")).participant("alice")
+                }
                 Serves::Everything | Serves::TaskResource => unreachable!("routes name methods"),
             };
             let app = deployment.app(serves);
@@ -117,6 +125,15 @@ async fn every_function_answers_its_method_on_both_payloads() {
                 }
                 Serves::Rest(Method::DeletePushConfig) => {
                     assert_eq!(got.status, 200, "{what}: {}", got.body);
+                    continue;
+                }
+                Serves::Rest(Method::GetTaskAuditLog) => {
+                    // alice reported the task; only an admin reads its audit log.
+                    assert_eq!(got.status, 404, "{what}: {}", got.body);
+                    assert_eq!(
+                        got.json()["error"]["details"][0]["reason"],
+                        "TASK_NOT_FOUND"
+                    );
                     continue;
                 }
                 _ => assert_eq!(got.status, 200, "{what}: {}", got.body),
@@ -193,6 +210,14 @@ async fn every_function_answers_its_method_on_both_payloads() {
                     assert_eq!(
                         got.json()["status"]["state"],
                         "TASK_STATE_CANCELED",
+                        "{what}"
+                    );
+                }
+                Serves::Rest(Method::GetTaskTranscript) => {
+                    let page = got.json();
+                    assert_eq!(page["taskId"], json!(id), "{what}");
+                    assert!(
+                        page["entries"].as_array().is_some_and(|e| e.len() <= 1),
                         "{what}"
                     );
                 }

@@ -1,6 +1,6 @@
 //! `infra/template.yaml` against the code: every function in the template is a binary of
 //! this crate and every binary is deployed; every A2A route (the JSON-RPC endpoint, the card,
-//! the eleven REST routes) reaches the function that answers it, streaming where it streams;
+//! the eleven REST routes and the task extension's two) reaches the function that answers it, streaming where it streams;
 //! the table's keys, indexes, stream and TTL are the adapter's; and each function's policy
 //! allows exactly the DynamoDB actions it needs, which are actions the adapter calls.
 //!
@@ -53,6 +53,9 @@ fn a2a_routes() -> Vec<(&'static str, &'static str, Vec<Method>)> {
             vec![DeletePushConfig],
         ),
         ("/extendedAgentCard", "get", vec![GetExtendedAgentCard]),
+        // The task extension's reads of a task's records.
+        ("/tasks/{id}/transcript", "get", vec![GetTaskTranscript]),
+        ("/tasks/{id}/auditLog", "get", vec![GetTaskAuditLog]),
     ]
 }
 

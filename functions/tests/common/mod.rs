@@ -215,10 +215,11 @@ impl Deployment {
     }
 }
 
-/// The thirteen A2A HTTP routes (the JSON-RPC endpoint, the card, the eleven REST routes):
+/// The fifteen A2A HTTP routes (the JSON-RPC endpoint, the card, the eleven REST routes, the
+/// task extension's two):
 /// the binary of the function behind each and what it serves. Tests name a route by the
 /// second item; [`function_of`] gives the function that answers it.
-pub const HTTP_ROUTES: [(&str, Serves); 13] = [
+pub const HTTP_ROUTES: [(&str, Serves); 15] = [
     ("jsonrpc", Serves::JsonRpc),
     ("agent-card", Serves::AgentCard),
     ("send-message", Serves::Rest(Method::SendMessage)),
@@ -238,10 +239,12 @@ pub const HTTP_ROUTES: [(&str, Serves); 13] = [
         "get-extended-agent-card",
         Serves::Rest(Method::GetExtendedAgentCard),
     ),
+    ("task", Serves::Rest(Method::GetTaskTranscript)),
+    ("task", Serves::Rest(Method::GetTaskAuditLog)),
 ];
 
-/// What the function answering `route` serves: the `task` function for the three methods
-/// on `/tasks/{id}`, the route's own otherwise.
+/// What the function answering `route` serves: the `task` function for the methods on
+/// `/tasks/{id}` and its records, the route's own otherwise.
 pub fn function_of(route: Serves) -> Serves {
     match route {
         Serves::Rest(method) if Serves::TASK_RESOURCE_METHODS.contains(&method) => {

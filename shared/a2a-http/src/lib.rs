@@ -1,5 +1,5 @@
 //! The A2A 1.0 protocol bindings — JSON-RPC 2.0, HTTP+JSON (REST), SSE streaming and the
-//! public agent card — as plain functions from `http::Request<Bytes>` to
+//! public agent card, with the task extension's two methods — as plain functions from `http::Request<Bytes>` to
 //! `http::Response<`[`Body`]`>`.
 //!
 //! Why framework-neutral: the Lambda functions (lambda_http) and the local server (hyper) must
@@ -59,14 +59,21 @@ pub enum Serves {
     /// The REST routes on `/tasks/{id}`: GetTask (`GET /tasks/{id}`), CancelTask
     /// (`POST /tasks/{id}:cancel`) and SubscribeToTask (`GET`/`POST /tasks/{id}:subscribe`).
     /// API Gateway routes by whole path segments and HTTP method, so to it these three are
-    /// one resource (`/tasks/{id}`, GET and POST), and one function has to answer them.
+    /// one resource (`/tasks/{id}`, GET and POST), and one function has to answer them. The
+    /// same function answers the task's records, `GET /tasks/{id}/transcript` and
+    /// `GET /tasks/{id}/auditLog` (reads of the same task: no function of their own).
     TaskResource,
 }
 
 impl Serves {
-    /// The REST methods of the resource `/tasks/{id}`.
-    pub const TASK_RESOURCE_METHODS: [Method; 3] =
-        [Method::GetTask, Method::CancelTask, Method::SubscribeToTask];
+    /// The REST methods of the resource `/tasks/{id}` and of its records.
+    pub const TASK_RESOURCE_METHODS: [Method; 5] = [
+        Method::GetTask,
+        Method::CancelTask,
+        Method::SubscribeToTask,
+        Method::GetTaskTranscript,
+        Method::GetTaskAuditLog,
+    ];
 
     /// Whether this unit answers `method` over HTTP+JSON.
     pub fn answers_rest(self, method: Method) -> bool {

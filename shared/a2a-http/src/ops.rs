@@ -1,4 +1,5 @@
-//! The 11 A2A operations, independent of the binding that carried them: the method list, the
+//! The 11 A2A operations and the task extension's two record reads, independent of the
+//! binding that carried them: the method list, the
 //! checks every method gets before the service is called (version, extensions, participant
 //! header, declared capabilities), and the call into [`A2aApi`].
 //!
@@ -11,6 +12,7 @@ use a2a::{
     ListTaskPushNotificationConfigsRequest, ListTasksRequest, SendMessageRequest,
     SubscribeToTaskRequest, TaskPushNotificationConfig, methods,
 };
+use a2a_service::api::{GET_TASK_AUDIT_LOG, GET_TASK_TRANSCRIPT, TaskRecordsRequest};
 use a2a_service::{A2aApi, EventStream, RequestContext};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
@@ -22,7 +24,7 @@ use crate::body::Body;
 use crate::error::{ErrorKind, ProtocolError};
 use crate::{headers, reply};
 
-/// The A2A 1.0 methods.
+/// The A2A 1.0 methods, then the methods of the task extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Method {
     SendMessage,
@@ -36,10 +38,14 @@ pub enum Method {
     ListPushConfigs,
     DeletePushConfig,
     GetExtendedAgentCard,
+    /// The task extension's `GetTaskTranscript` (`GET /tasks/{id}/transcript`).
+    GetTaskTranscript,
+    /// The task extension's `GetTaskAuditLog` (`GET /tasks/{id}/auditLog`).
+    GetTaskAuditLog,
 }
 
 impl Method {
-    pub const ALL: [Method; 11] = [
+    pub const ALL: [Method; 13] = [
         Method::SendMessage,
         Method::SendStreamingMessage,
         Method::GetTask,
@@ -51,6 +57,8 @@ impl Method {
         Method::ListPushConfigs,
         Method::DeletePushConfig,
         Method::GetExtendedAgentCard,
+        Method::GetTaskTranscript,
+        Method::GetTaskAuditLog,
     ];
 
     /// The JSON-RPC method name (case-sensitive, as in a2a-lf's `methods`).
@@ -67,6 +75,8 @@ impl Method {
             methods::LIST_PUSH_CONFIGS => Method::ListPushConfigs,
             methods::DELETE_PUSH_CONFIG => Method::DeletePushConfig,
             methods::GET_EXTENDED_AGENT_CARD => Method::GetExtendedAgentCard,
+            GET_TASK_TRANSCRIPT => Method::GetTaskTranscript,
+            GET_TASK_AUDIT_LOG => Method::GetTaskAuditLog,
             _ => return None,
         })
     }
@@ -85,7 +95,14 @@ impl Method {
             Method::ListPushConfigs => methods::LIST_PUSH_CONFIGS,
             Method::DeletePushConfig => methods::DELETE_PUSH_CONFIG,
             Method::GetExtendedAgentCard => methods::GET_EXTENDED_AGENT_CARD,
+            Method::GetTaskTranscript => GET_TASK_TRANSCRIPT,
+            Method::GetTaskAuditLog => GET_TASK_AUDIT_LOG,
         }
+    }
+
+    /// Whether the method is the task extension's rather than A2A's own.
+    pub fn is_extension(self) -> bool {
+        matches!(self, Method::GetTaskTranscript | Method::GetTaskAuditLog)
     }
 
     /// Whether the method answers a stream (SSE).
@@ -118,6 +135,8 @@ pub(crate) enum Operation {
     ListPushConfigs(ListTaskPushNotificationConfigsRequest),
     DeletePushConfig(DeleteTaskPushNotificationConfigRequest),
     GetExtendedAgentCard(GetExtendedAgentCardRequest),
+    GetTaskTranscript(TaskRecordsRequest),
+    GetTaskAuditLog(TaskRecordsRequest),
 }
 
 /// What the service answered: one JSON document (the `result`, serialized once from the
@@ -226,6 +245,8 @@ pub(crate) async fn dispatch(
             unary(serde_json::Map::new())
         }
         Operation::GetExtendedAgentCard(req) => unary(api.get_extended_agent_card(ctx, req).await?),
+        Operation::GetTaskTranscript(req) => unary(api.get_task_transcript(ctx, req).await?),
+        Operation::GetTaskAuditLog(req) => unary(api.get_task_audit_log(ctx, req).await?),
     }
 }
 
@@ -246,7 +267,12 @@ mod tests {
     fn every_jsonrpc_name_round_trips() {
         for method in Method::ALL {
             assert_eq!(Method::from_jsonrpc(method.jsonrpc_name()), Some(method));
-            assert!(methods::is_valid(method.jsonrpc_name()));
+            // A2A's own names, and the task extension's, which A2A does not know.
+            assert_eq!(
+                methods::is_valid(method.jsonrpc_name()),
+                !method.is_extension(),
+                "{method:?}"
+            );
             assert_eq!(
                 method.is_streaming(),
                 methods::is_streaming(method.jsonrpc_name())
@@ -257,6 +283,8 @@ mod tests {
             "tasks/get",
             "sendMessage",
             "sendmessage",
+            "getTaskTranscript",
+            "tasks/transcript",
             "",
         ] {
             assert_eq!(Method::from_jsonrpc(old), None, "{old}");

@@ -1,5 +1,5 @@
-//! Decoding the 11 methods' parameters from one JSON object into a2a-lf's request types, with
-//! `google.rpc.BadRequest` field violations.
+//! Decoding the 13 methods' parameters from one JSON object into a2a-lf's request types (the
+//! task extension's two into the service's), with `google.rpc.BadRequest` field violations.
 //!
 //! Why by hand rather than `serde_json::from_value`: serde stops at the first problem and does
 //! not name the field, while A2A clients (and the TCK) expect -32602 naming `message.parts`,
@@ -15,6 +15,7 @@ use a2a::{
     SendMessageConfiguration, SendMessageRequest, SubscribeToTaskRequest,
     TaskPushNotificationConfig,
 };
+use a2a_service::api::TaskRecordsRequest;
 use serde_json::{Map, Value};
 
 use crate::error::ProtocolError;
@@ -82,6 +83,8 @@ pub(crate) fn decode(
                 tenant: c.string(params, "", "tenant"),
             })
         }
+        Method::GetTaskTranscript => Operation::GetTaskTranscript(c.records_request(params)),
+        Method::GetTaskAuditLog => Operation::GetTaskAuditLog(c.records_request(params)),
     };
     c.finish()?;
     Ok(op)
@@ -248,6 +251,21 @@ impl Check {
                 }
             }),
             tenant: self.string(obj, prefix, "tenant"),
+        }
+    }
+
+    /// `{id, pageSize?, pageToken?}`; the service reads the token (its format is the
+    /// service's own) and checks the page size again for its other callers.
+    fn records_request(&mut self, obj: &Map<String, Value>) -> TaskRecordsRequest {
+        self.string(obj, "", "tenant");
+        let page_size = self.int(obj, "", "pageSize");
+        if page_size.is_some_and(|n| !(1..=MAX_PAGE_SIZE).contains(&n)) {
+            self.violation("pageSize".into(), "must be between 1 and 100");
+        }
+        TaskRecordsRequest {
+            id: self.required_string(obj, "", "id"),
+            page_size,
+            page_token: self.string(obj, "", "pageToken"),
         }
     }
 

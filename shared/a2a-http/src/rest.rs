@@ -31,13 +31,19 @@ enum Route {
     SubscribeTask(String),
     PushConfigs(String),
     PushConfig(String, String),
+    Transcript(String),
+    AuditLog(String),
 }
 
 impl Route {
     fn allow(&self) -> &'static str {
         match self {
             Route::SendMessage | Route::StreamMessage | Route::CancelTask(_) => "POST",
-            Route::ListTasks | Route::ExtendedCard | Route::Task(_) => "GET",
+            Route::ListTasks
+            | Route::ExtendedCard
+            | Route::Task(_)
+            | Route::Transcript(_)
+            | Route::AuditLog(_) => "GET",
             Route::SubscribeTask(_) | Route::PushConfigs(_) => "GET, POST",
             Route::PushConfig(..) => "GET, DELETE",
         }
@@ -70,6 +76,8 @@ impl Route {
             Route::PushConfigs(_) if post => Method::CreatePushConfig,
             Route::PushConfig(..) if get => Method::GetPushConfig,
             Route::PushConfig(..) if delete => Method::DeletePushConfig,
+            Route::Transcript(_) if get => Method::GetTaskTranscript,
+            Route::AuditLog(_) if get => Method::GetTaskAuditLog,
             _ => return None,
         })
     }
@@ -103,6 +111,8 @@ fn match_route(segments: &[&str]) -> Result<Option<Route>, ProtocolError> {
             }
         }
         ["tasks", id, "pushNotificationConfigs"] => Route::PushConfigs(decode_segment(id)?),
+        ["tasks", id, "transcript"] => Route::Transcript(decode_segment(id)?),
+        ["tasks", id, "auditLog"] => Route::AuditLog(decode_segment(id)?),
         ["tasks", id, "pushNotificationConfigs", config_id] => {
             Route::PushConfig(decode_segment(id)?, decode_segment(config_id)?)
         }
@@ -239,6 +249,10 @@ fn build_params(
             merge_path_param(&mut obj, "taskId", task_id)?;
             merge_path_param(&mut obj, "id", config_id)?;
         }
+        Route::Transcript(id) | Route::AuditLog(id) => {
+            merge_path_param(&mut obj, "id", id)?;
+            copy_query(&mut obj, query, &["pageSize", "pageToken"]);
+        }
     }
     if let Some(tenant) = tenant {
         obj.insert("tenant".to_string(), Value::String(tenant));
@@ -373,6 +387,18 @@ mod tests {
             Some((Route::PushConfig("t1".into(), "c1".into()), None))
         );
         assert_eq!(
+            route("/tasks/t1/transcript"),
+            Some((Route::Transcript("t1".into()), None))
+        );
+        assert_eq!(
+            route("/tasks/t1/auditLog"),
+            Some((Route::AuditLog("t1".into()), None))
+        );
+        assert_eq!(
+            route("/acme/tasks/t%2F1/auditLog"),
+            Some((Route::AuditLog("t/1".into()), t("acme")))
+        );
+        assert_eq!(
             route("/acme/message:send"),
             Some((Route::SendMessage, t("acme")))
         );
@@ -395,6 +421,9 @@ mod tests {
             "",
             "/nope",
             "/tasks/a/b",
+            "/tasks/a/transcripts",
+            "/tasks/a/auditlog",
+            "/tasks/a/transcript/1",
             "/acme/nope",
             "/a/b/tasks",
             "/message:send/x",
@@ -512,6 +541,18 @@ mod tests {
                 Some(Method::DeletePushConfig),
             ),
             (Route::PushConfig("t".into(), "c".into()), H::POST, None),
+            (
+                Route::Transcript("t".into()),
+                H::GET,
+                Some(Method::GetTaskTranscript),
+            ),
+            (Route::Transcript("t".into()), H::POST, None),
+            (
+                Route::AuditLog("t".into()),
+                H::GET,
+                Some(Method::GetTaskAuditLog),
+            ),
+            (Route::AuditLog("t".into()), H::DELETE, None),
         ];
         for (route, http, expected) in cases {
             assert_eq!(route.method(&http), expected, "{route:?} {http}");

@@ -11,6 +11,9 @@ use a2a::{
     SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState, TaskStatus,
     TaskStatusUpdateEvent,
 };
+use a2a_service::api::{
+    AuditLogPage, RecordsPage, TaskRecordsRequest, TranscriptEntry, TranscriptPage,
+};
 use a2a_service::{A2aApi, EventStream, RequestContext, ServiceConfig, ServiceError};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -95,6 +98,8 @@ impl Call {
             Call::ListPushConfigs(r) => (Method::ListPushConfigs, r.tenant.as_deref()),
             Call::DeletePushConfig(r) => (Method::DeletePushConfig, r.tenant.as_deref()),
             Call::GetExtendedAgentCard(r) => (Method::GetExtendedAgentCard, r.tenant.as_deref()),
+            Call::GetTaskTranscript(_) => (Method::GetTaskTranscript, None),
+            Call::GetTaskAuditLog(_) => (Method::GetTaskAuditLog, None),
         }
     }
 }
@@ -287,6 +292,37 @@ impl A2aApi for FakeApi {
         Ok(AgentCard {
             name: "Extended Test Agent".into(),
             ..self.card.clone()
+        })
+    }
+
+    async fn get_task_transcript(
+        &self,
+        ctx: &RequestContext,
+        req: TaskRecordsRequest,
+    ) -> Result<TranscriptPage, ServiceError> {
+        let task_id = req.id.clone();
+        self.record(ctx, Call::GetTaskTranscript(req))?;
+        Ok(RecordsPage {
+            task_id,
+            entries: vec![TranscriptEntry {
+                number: 0,
+                entry: serde_json::json!({"turn": {"role": "user", "text": "hi"}}),
+            }],
+            next_page_token: "1".into(),
+        })
+    }
+
+    async fn get_task_audit_log(
+        &self,
+        ctx: &RequestContext,
+        req: TaskRecordsRequest,
+    ) -> Result<AuditLogPage, ServiceError> {
+        let task_id = req.id.clone();
+        self.record(ctx, Call::GetTaskAuditLog(req))?;
+        Ok(RecordsPage {
+            task_id,
+            entries: Vec::new(),
+            next_page_token: String::new(),
         })
     }
 }

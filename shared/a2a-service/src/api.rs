@@ -1,5 +1,6 @@
-//! The service's surface: the 11 A2A methods as one trait, what a request carries besides its
-//! body, and the errors. The protocol bindings (JSON-RPC, REST, SSE) call only this.
+//! The service's surface: the 11 A2A methods and the task extension's two record reads as one
+//! trait, what a request carries besides its body, and the errors. The protocol bindings
+//! (JSON-RPC, REST, SSE) call only this.
 
 use a2a::{
     AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
@@ -10,7 +11,9 @@ use a2a::{
 };
 use async_trait::async_trait;
 use futures::stream::BoxStream;
+use serde::Serialize;
 use serde_json::value::RawValue;
+use task_store::AuditEntry;
 
 use crate::error::ServiceError;
 
@@ -31,7 +34,43 @@ pub struct RequestContext {
     pub extensions: Vec<String>,
 }
 
-/// The 11 methods of A2A 1.0.
+/// The JSON-RPC name of the task extension's transcript read (REST: `GET /tasks/{id}/transcript`).
+pub const GET_TASK_TRANSCRIPT: &str = "GetTaskTranscript";
+/// The JSON-RPC name of the task extension's audit-log read (REST: `GET /tasks/{id}/auditLog`).
+pub const GET_TASK_AUDIT_LOG: &str = "GetTaskAuditLog";
+
+/// A page of one of a task's records (GetTaskTranscript, GetTaskAuditLog).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskRecordsRequest {
+    pub id: String,
+    /// 1 to 100; `None`: 50.
+    pub page_size: Option<i32>,
+    /// Where the page starts, as a previous page's `nextPageToken` said; `None` or empty: the
+    /// first entry.
+    pub page_token: Option<String>,
+}
+
+/// A page of a task's records: `nextPageToken` is empty on the last page (as ListTasks').
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordsPage<T> {
+    pub task_id: String,
+    pub entries: Vec<T>,
+    pub next_page_token: String,
+}
+
+/// One transcript entry as the agent stored it, with its number (0 is the first).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TranscriptEntry {
+    pub number: u64,
+    pub entry: serde_json::Value,
+}
+
+pub type TranscriptPage = RecordsPage<TranscriptEntry>;
+pub type AuditLogPage = RecordsPage<AuditEntry>;
+
+/// The 11 methods of A2A 1.0, and the two methods of the task extension that read a task's
+/// records (declared in the card's task extension `params.methods`).
 #[async_trait]
 pub trait A2aApi: Send + Sync {
     /// The public agent card (served at `/.well-known/agent-card.json`).
@@ -114,6 +153,22 @@ pub trait A2aApi: Send + Sync {
         ctx: &RequestContext,
         req: GetExtendedAgentCardRequest,
     ) -> Result<AgentCard, ServiceError>;
+
+    /// The agent's transcript of the task (model turns, tool calls and their results), for
+    /// its participants; anyone else gets `TaskNotFound`.
+    async fn get_task_transcript(
+        &self,
+        ctx: &RequestContext,
+        req: TaskRecordsRequest,
+    ) -> Result<TranscriptPage, ServiceError>;
+
+    /// The task's audit log (what intake accepted and refused), for its admins; anyone else
+    /// gets `TaskNotFound`.
+    async fn get_task_audit_log(
+        &self,
+        ctx: &RequestContext,
+        req: TaskRecordsRequest,
+    ) -> Result<AuditLogPage, ServiceError>;
 }
 
 /// A task as JSON (serializing a task fails only on a bug: reported as an internal error).

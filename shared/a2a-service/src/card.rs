@@ -10,6 +10,7 @@ use task_core::{
     CHANNEL_MEDIA_TYPE, EVENT_MEDIA_TYPE, TASK_EXTENSION_URI, TASK_MEDIA_TYPE,
 };
 
+use crate::api::{GET_TASK_AUDIT_LOG, GET_TASK_TRANSCRIPT};
 use crate::config::ServiceConfig;
 
 /// Media types a message part may have. Data parts without a media type count as
@@ -48,6 +49,21 @@ fn extension(uri: &str, description: &str) -> AgentExtension {
     }
 }
 
+/// The methods the task extension adds, by JSON-RPC name, with their REST route and who may
+/// call them (docs/api.md).
+fn task_methods() -> serde_json::Value {
+    json!({
+        GET_TASK_TRANSCRIPT: {
+            "rest": "GET /tasks/{id}/transcript",
+            "description": "the agent's transcript of a task (model turns, tool calls with arguments and results), paged; for the task's participants",
+        },
+        GET_TASK_AUDIT_LOG: {
+            "rest": "GET /tasks/{id}/auditLog",
+            "description": "the task's audit log (messages accepted and refused), paged; for the task's admins",
+        },
+    })
+}
+
 pub fn agent_card(config: &ServiceConfig) -> AgentCard {
     let url = format!("{}/", config.base_url);
     let interface = |binding: &str| AgentInterface {
@@ -67,6 +83,11 @@ pub fn agent_card(config: &ServiceConfig) -> AgentCard {
             json!([A2UI_BASIC_CATALOG_ID]),
         ),
     ]));
+    let mut task = extension(
+        TASK_EXTENSION_URI,
+        "tiny-harness task extension: name, goal, acceptance criteria, participants, plan and sub-tasks in Task.metadata; event envelopes as data parts",
+    );
+    task.params = Some(HashMap::from([("methods".to_owned(), task_methods())]));
     AgentCard {
         name: config.name.clone(),
         description: config.description.clone(),
@@ -76,10 +97,7 @@ pub fn agent_card(config: &ServiceConfig) -> AgentCard {
             streaming: Some(true),
             push_notifications: Some(true),
             extensions: Some(vec![
-                extension(
-                    TASK_EXTENSION_URI,
-                    "tiny-harness task extension: name, goal, acceptance criteria, participants, plan and sub-tasks in Task.metadata; event envelopes as data parts",
-                ),
+                task,
                 extension(CHANNEL_EXTENSION_URI, "tiny-harness channels: messages, help requests and replies as data parts"),
                 a2ui,
             ]),

@@ -10,6 +10,7 @@
 //! | envelope: participants      |    no    |    no    |   no    |  yes  |     as its role       |
 //! | change a role               |    no    |    no    |   no    |  yes  |     as its role       |
 //! | cancel                      |    no    |   yes    |   no    |  yes  |          yes          |
+//! | read the audit log          |    no    |    no    |   no    |  yes  |     as its role       |
 //!
 //! "Agent on its sub-task" is a participant of kind `agent` on a task that has a parent: the
 //! agent that spawned a sub-task may cancel it. Anyone not on the task may do nothing; the
@@ -29,10 +30,12 @@ pub enum Action {
     EditParticipants,
     ChangeRole,
     Cancel,
+    /// Reading the task's audit log (intake decisions, refusals with excerpts).
+    ReadAudit,
 }
 
 impl Action {
-    pub const ALL: [Action; 8] = [
+    pub const ALL: [Action; 9] = [
         Action::Read,
         Action::Send,
         Action::Command,
@@ -41,6 +44,7 @@ impl Action {
         Action::EditParticipants,
         Action::ChangeRole,
         Action::Cancel,
+        Action::ReadAudit,
     ];
 
     fn allowed_roles(self) -> &'static [Role] {
@@ -48,7 +52,7 @@ impl Action {
         match self {
             Action::Read | Action::Send => &[Assignee, Reporter, Watcher, Admin],
             Action::Command | Action::SendEvent | Action::EditTask => &[Assignee, Reporter, Admin],
-            Action::EditParticipants | Action::ChangeRole => &[Admin],
+            Action::EditParticipants | Action::ChangeRole | Action::ReadAudit => &[Admin],
             Action::Cancel => &[Reporter, Admin],
         }
     }
@@ -65,6 +69,7 @@ impl fmt::Display for Action {
             Action::EditParticipants => "change participants",
             Action::ChangeRole => "change roles",
             Action::Cancel => "cancel this task",
+            Action::ReadAudit => "read the audit log",
         })
     }
 }
@@ -80,7 +85,9 @@ pub enum AccessDenied {
 
 fn role_refusal(role: Role, action: Action) -> String {
     match action {
-        Action::EditParticipants | Action::ChangeRole => format!("only an admin may {action}"),
+        Action::EditParticipants | Action::ChangeRole | Action::ReadAudit => {
+            format!("only an admin may {action}")
+        }
         Action::Cancel => format!("only a reporter or an admin may {action}"),
         _ => format!("a {role} may not {action}"),
     }
@@ -260,6 +267,11 @@ mod tests {
                 "only an admin may change participants",
             ),
             ("asg", Action::ChangeRole, "only an admin may change roles"),
+            (
+                "rep",
+                Action::ReadAudit,
+                "only an admin may read the audit log",
+            ),
             (
                 "asg",
                 Action::Cancel,

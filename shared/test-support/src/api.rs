@@ -262,6 +262,33 @@ impl Api {
         )
         .await
     }
+
+    /// The task extension's GetTaskTranscript; `paging` holds `pageSize` and `pageToken` (a
+    /// JSON object; sent as the query over REST).
+    pub async fn transcript(&self, id: &str, paging: Value) -> Result<Value, ApiError> {
+        self.task_records("GetTaskTranscript", "transcript", id, paging)
+            .await
+    }
+
+    /// The task extension's GetTaskAuditLog, paged as [`transcript`](Self::transcript).
+    pub async fn audit_log(&self, id: &str, paging: Value) -> Result<Value, ApiError> {
+        self.task_records("GetTaskAuditLog", "auditLog", id, paging)
+            .await
+    }
+
+    async fn task_records(
+        &self,
+        rpc_method: &str,
+        route: &str,
+        id: &str,
+        paging: Value,
+    ) -> Result<Value, ApiError> {
+        let path = format!("/tasks/{id}/{route}{}", query(&paging));
+        let mut params = paging;
+        params["id"] = json!(id);
+        self.unary(rpc_method, params, (Method::GET, path, None))
+            .await
+    }
 }
 
 impl Client {

@@ -1,4 +1,5 @@
-//! The JSON-RPC binding: envelope rules, all 11 methods, errors.
+//! The JSON-RPC binding: envelope rules, all 13 methods (A2A's 11, the task extension's 2),
+//! errors.
 
 use a2a::{TaskState, methods};
 use a2a_service::ServiceError;
@@ -82,8 +83,22 @@ async fn every_method_dispatches() {
             json!({}),
             Box::new(|c| matches!(c, Call::GetExtendedAgentCard(_))),
         ),
+        (
+            "GetTaskTranscript",
+            json!({"id": "t-1", "pageSize": 2, "pageToken": "4"}),
+            Box::new(
+                |c| matches!(c, Call::GetTaskTranscript(r) if r.id == "t-1" && r.page_size == Some(2) && r.page_token.as_deref() == Some("4")),
+            ),
+        ),
+        (
+            "GetTaskAuditLog",
+            json!({"id": "t-1"}),
+            Box::new(
+                |c| matches!(c, Call::GetTaskAuditLog(r) if r.id == "t-1" && r.page_size.is_none() && r.page_token.is_none()),
+            ),
+        ),
     ];
-    assert_eq!(cases.len(), 11);
+    assert_eq!(cases.len(), 13);
     for (method, params, check) in cases {
         let api = FakeApi::new();
         let got = send(&api, Req::rpc(method, params)).await;

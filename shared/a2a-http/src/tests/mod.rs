@@ -6,5 +6,6 @@ mod card;
 mod headers;
 mod jsonrpc;
 mod rate_limit;
+mod records;
 mod rest;
 mod streaming;

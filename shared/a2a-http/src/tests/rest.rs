@@ -508,7 +508,8 @@ async fn a_unit_serving_one_method_refuses_every_other_route() {
 }
 
 /// The unit behind API Gateway's `/tasks/{id}` resource answers the three methods on it
-/// (GetTask, CancelTask, SubscribeToTask by GET and POST) and refuses every other route.
+/// (GetTask, CancelTask, SubscribeToTask by GET and POST) and the task's records, and refuses
+/// every other route.
 #[tokio::test]
 async fn the_task_resource_unit_answers_the_three_methods_on_tasks_id() {
     let task = HttpConfig {
@@ -520,13 +521,19 @@ async fn the_task_resource_unit_answers_the_three_methods_on_tasks_id() {
         Req::post("/tasks/t-1:cancel"),
         Req::get("/tasks/t-1:subscribe"),
         Req::post("/tasks/t-1:subscribe"),
+        Req::get("/tasks/t-1/transcript"),
+        Req::get("/tasks/t-1/auditLog"),
     ] {
         let api = FakeApi::new();
         let got = send_configured(&api, &task, req).await;
         assert_eq!(got.status, 200, "{}", got.text());
         assert!(matches!(
             api.only_call().1,
-            Call::GetTask(_) | Call::CancelTask(_) | Call::SubscribeToTask(_)
+            Call::GetTask(_)
+                | Call::CancelTask(_)
+                | Call::SubscribeToTask(_)
+                | Call::GetTaskTranscript(_)
+                | Call::GetTaskAuditLog(_)
         ));
     }
     let api = FakeApi::new();

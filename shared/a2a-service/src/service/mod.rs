@@ -1,5 +1,5 @@
-//! The 11 methods over the core and the store, each handed to its room (with its caller,
-//! for the methods without a message).
+//! The 11 methods and the two record reads over the core and the store, each handed to its
+//! room (with its caller, for the methods without a message).
 //!
 //! A message goes through intake (identity, participants, commands, envelopes, A2UI
 //! actions, de-duplication), then into the task's inbox; the runner (see `runner`) turns it
@@ -8,7 +8,8 @@
 //!
 //! Rooms, each an `impl Service` that only calls the rooms below it:
 //! `follow_log` (SendMessage, SendStreamingMessage, SubscribeToTask) → `intake` →
-//! `creation`, `follow_up` → `commands`; and `cancel`, `push_configs`, `reads`, `runs`, all
+//! `creation`, `follow_up` → `commands`; and `cancel`, `push_configs`, `reads`, `records`
+//! (the task's transcript and audit log), `runs`, all
 //! over `base` (the struct and its shared helpers) and `outcome` (what intake made of a
 //! message).
 
@@ -22,6 +23,7 @@ mod intake;
 mod outcome;
 mod push_configs;
 mod reads;
+mod records;
 mod runs;
 
 use a2a::{
@@ -36,7 +38,9 @@ use serde_json::value::RawValue;
 
 pub use base::{RunDispatcher, Service};
 
-use crate::api::{A2aApi, EventStream, RequestContext};
+use crate::api::{
+    A2aApi, AuditLogPage, EventStream, RequestContext, TaskRecordsRequest, TranscriptPage,
+};
 use crate::error::ServiceError;
 
 #[async_trait]
@@ -140,5 +144,21 @@ impl A2aApi for Service {
     ) -> Result<AgentCard, ServiceError> {
         self.caller(ctx)?;
         self.extended_card()
+    }
+
+    async fn get_task_transcript(
+        &self,
+        ctx: &RequestContext,
+        req: TaskRecordsRequest,
+    ) -> Result<TranscriptPage, ServiceError> {
+        self.transcript_page(&self.caller(ctx)?, req).await
+    }
+
+    async fn get_task_audit_log(
+        &self,
+        ctx: &RequestContext,
+        req: TaskRecordsRequest,
+    ) -> Result<AuditLogPage, ServiceError> {
+        self.audit_page(&self.caller(ctx)?, req).await
     }
 }
