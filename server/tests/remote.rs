@@ -73,7 +73,8 @@ fn asking_remote() -> AgentSetup {
 fn parent_script(then: Vec<serde_json::Value>) -> AgentSetup {
     let mut turns = vec![
         json!({"tool_calls": [{"name": "spawn_subtask", "arguments": {
-            "name": "Ledger check", "goal": "check the remote ledger", "agent": "ledger"}}]}),
+            "name": "Ledger check", "goal": "check the remote ledger",
+            "acceptance_criteria": ["balanced"], "agent": "ledger"}}]}),
         json!({"text": "asked the ledger agent"}),
     ];
     turns.extend(then);
@@ -158,7 +159,14 @@ async fn a_remote_question_is_answered_by_the_parents_agent() {
     assert_eq!(sub["agent"]["kind"], "agent", "{sub}");
     assert_eq!(sub["agent"]["id"], "ledger", "{sub}");
     assert_eq!(sub["state"], "TASK_STATE_COMPLETED");
-    // The remote task knows its parent on the first agent.
+    // The remote task is the sub-task's own (the goal's task envelope): delegated, with its
+    // name and criteria, and it knows its parent on the first agent.
+    assert_eq!(ext(&remote_task)["name"], "Ledger check");
+    assert_eq!(ext(&remote_task)["lifecycle"], "delegated");
+    assert_eq!(
+        ext(&remote_task)["acceptance_criteria"][0]["text"],
+        "balanced"
+    );
     let parent_ref = &ext(&remote_task)["parent_tasks"][0];
     assert_eq!(
         parent_ref["task_id"],
