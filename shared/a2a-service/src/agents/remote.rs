@@ -4,7 +4,9 @@
 //! `<parent>.<n>`, its participants, its notes to the parent); what runs it is this relay
 //! instead of the model. Run on its goal, the relay finds the remote agent's JSON-RPC
 //! interface on its agent card, sends the goal as a message (as this service's agent,
-//! `metadata.participant_id`), follows the remote task's stream, and ends the proxy's run
+//! `metadata.participant_id`; with a task envelope making the remote task `delegated`, the
+//! proxy its parent, when the card declares the Task extension), follows the remote task's
+//! stream, and ends the proxy's run
 //! where the remote task settled (COMPLETED, FAILED, CANCELED, REJECTED, or INPUT_REQUIRED /
 //! AUTH_REQUIRED, which the parent is told of and which keep the proxy unresolved; a remote
 //! waiting on a help request, a status message with a channel `help_request` part, makes the

@@ -332,3 +332,76 @@ fn merge_artifacts(stored: &[Artifact], chunks: &[ArtifactChunk]) -> Vec<Artifac
     }
     merged
 }
+
+#[cfg(test)]
+mod tests {
+    use task_core::extension::TaskExtension;
+
+    use super::*;
+    use crate::agents::RemoteEnd;
+
+    fn task(state: TaskState) -> StoredTask {
+        StoredTask {
+            record: TaskRecord {
+                id: "p".into(),
+                context_id: "c".into(),
+                status: view::status(state, None, Utc::now()),
+                sub_state: None,
+                extension: TaskExtension::new("Parent", "g"),
+                agent: Default::default(),
+            },
+            version: 7,
+            counters: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_relayed_task_waits_where_its_remote_waits() {
+        let record = task(TaskState::Working).record;
+        let mut remote = RemoteEnd::new(TaskState::InputRequired);
+        let waits = |remote: &RemoteEnd| {
+            outcome_transition(&record, &TurnEnd::Remote(remote.clone())).expect("fits")
+        };
+        assert_eq!(
+            waits(&remote).sub_state,
+            Some(SubState::AwaitingNextMessage)
+        );
+        remote.help_request = true;
+        let asked = waits(&remote);
+        assert_eq!(asked.to, TaskState::InputRequired);
+        assert_eq!(asked.sub_state, Some(SubState::AwaitingAnswer));
+        assert!(!asked.runs_agent);
+        let auth = waits(&RemoteEnd::new(TaskState::AuthRequired));
+        assert_eq!((auth.to, auth.sub_state), (TaskState::AuthRequired, None));
+    }
+
+    #[test]
+    fn the_reply_after_a_relayed_question_is_its_answer() {
+        let mut parent = task(TaskState::Working);
+        let reply = AgentReply::text("Use 2025");
+        assert!(
+            answer_to_relay(&parent, &reply, "agent-a").is_none(),
+            "nothing asked"
+        );
+        parent.record.agent.answering = Some("p.1".into());
+        let (proxy, change) = answer_to_relay(&parent, &reply, "agent-a").expect("an answer");
+        assert_eq!(proxy, "p.1");
+        let Change::Enqueue { task_id, item } = change else {
+            panic!("not queued: {change:?}");
+        };
+        assert_eq!(task_id, "p.1");
+        assert_eq!(item.sender, "agent-a");
+        assert_eq!(item.key.message_id, "p:answer:p.1:7");
+        assert_eq!(item.message.parts[0].as_text(), Some("Use 2025"));
+        // A reply that asks someone itself, or a failure, answers nothing.
+        let help = task_core::task::HelpRequest {
+            participant_id: "alice".into(),
+            question: "Which year?".into(),
+            options: Vec::new(),
+            message_id: "p:help:1".into(),
+        };
+        let asks = AgentReply::text("Which year?").ending(TurnEnd::AwaitAnswer(help));
+        assert!(answer_to_relay(&parent, &asks, "agent-a").is_none());
+        assert!(answer_to_relay(&parent, &AgentReply::fail("boom"), "agent-a").is_none());
+    }
+}
