@@ -65,6 +65,10 @@ pub struct Options {
     /// base URL (repeatable).
     #[arg(long = "remote-agent", env = names::REMOTE_AGENTS, value_delimiter = ',')]
     pub remote_agents: Vec<String>,
+    /// Seconds a remote agent may go without answering a relay (its card, a message, a
+    /// subscription) before the relayed sub-task fails as lost [default: 300].
+    #[arg(long, env = names::REMOTE_LOST_AFTER_SECS)]
+    pub remote_lost_after_secs: Option<String>,
     /// The lifetime of a runner's lease: how long a task whose runner died waits before
     /// another takes it over [default: 30].
     #[arg(long, env = names::LEASE_TTL_SECS)]
@@ -130,6 +134,7 @@ impl Options {
             names::SKILLS_DIR => self.skills_dir.clone(),
             names::REMOTE_AGENTS => Some(self.remote_agents.join(",")),
             names::MAX_TURNS => self.max_turns.clone(),
+            names::REMOTE_LOST_AFTER_SECS => self.remote_lost_after_secs.clone(),
             names::LEASE_TTL_SECS => self.lease_ttl_secs.clone(),
             names::RATE_LIMIT => self.rate_limit.clone(),
             names::RATE_LIMIT_BURST => self.rate_limit_burst.clone(),

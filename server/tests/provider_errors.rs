@@ -180,6 +180,9 @@ async fn a_remote_agent_that_fails_shows_its_class_not_its_url() {
         .builder()
         .arg("--remote-agent")
         .arg(format!("ledger=http://{}/a2a", stand_in.addr))
+        // A 5xx is tried again until the remote counts as lost.
+        .arg("--remote-lost-after-secs")
+        .arg("1")
         .start();
     let api = server
         .client()
@@ -191,7 +194,7 @@ async fn a_remote_agent_that_fails_shows_its_class_not_its_url() {
     let child = poll_state(&api, &child_id, "TASK_STATE_FAILED").await;
     assert_eq!(
         status_text(&child),
-        "the remote agent ledger is unavailable"
+        "the remote agent ledger was lost: no answer for 1 s"
     );
     assert_nothing_of(
         "the sub-task",
@@ -205,7 +208,7 @@ async fn a_remote_agent_that_fails_shows_its_class_not_its_url() {
         |parent| {
             parent
                 .to_string()
-                .contains("the remote agent ledger is unavailable")
+                .contains("the remote agent ledger was lost: no answer for 1 s")
         },
     )
     .await;

@@ -38,6 +38,9 @@ pub struct Note {
     pub sub_state: Option<SubState>,
     /// The parent's agent is told (the child ended or waits); otherwise the note only mirrors.
     pub wake: bool,
+    /// A relayed child's remote task id, once known: the parent's `TaskRef` names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_task: Option<String>,
 }
 
 impl Note {
@@ -64,9 +67,31 @@ fn summary(record: &TaskRecord) -> String {
         .to_owned()
 }
 
+/// What the parent's agent reads of a child's change: `Sub-task <id> is <STATE>: <summary>`,
+/// the id being the remote task's for a relayed child once known; a relayed child waiting on
+/// its remote's help request adds that the agent's reply is sent to it as the answer.
+fn note_text(child: &TaskRecord) -> String {
+    let listed = child.agent.remote_task.as_deref().unwrap_or(&child.id);
+    let mut text = lifecycle::subtask_note(listed, child.state(), &summary(child));
+    if relays_help_request(child) {
+        text.push_str(
+            "\n(The remote agent asks this. Your reply, unless you ask someone yourself, is \
+             sent to the sub-task as the answer.)",
+        );
+    }
+    text
+}
+
+/// A relayed child waiting on its remote task's help request.
+fn relays_help_request(child: &TaskRecord) -> bool {
+    child.agent.remote_agent.is_some()
+        && *child.state() == TaskState::InputRequired
+        && child.sub_state == Some(SubState::AwaitingAnswer)
+}
+
 /// The notes `after` owes its parents on this service for a change from `before` (nothing
-/// when the state and sub-state did not change). `version` is the child's version after the
-/// change, which makes each note's id unique.
+/// when the state, the sub-state and the relayed remote task did not change). `version` is
+/// the child's version after the change, which makes each note's id unique.
 pub fn parent_notes(
     before: Option<&TaskRecord>,
     after: &TaskRecord,
@@ -74,7 +99,11 @@ pub fn parent_notes(
     agent_id: &str,
     now: DateTime<Utc>,
 ) -> Vec<Change> {
-    let moved = before.is_none_or(|b| b.state() != after.state() || b.sub_state != after.sub_state);
+    let moved = before.is_none_or(|b| {
+        b.state() != after.state()
+            || b.sub_state != after.sub_state
+            || b.agent.remote_task != after.agent.remote_task
+    });
     if !moved {
         return Vec::new();
     }
@@ -89,8 +118,9 @@ pub fn parent_notes(
                 state: after.state().clone(),
                 sub_state: after.sub_state,
                 wake: wakes(after.state()),
+                remote_task: after.agent.remote_task.clone(),
             };
-            let text = lifecycle::subtask_note(&after.id, after.state(), &summary(after));
+            let text = note_text(after);
             let mut message = Message::new(MessageRole::Agent, vec![Part::text(text)]);
             message.message_id = format!("{}:state:{version}", after.id);
             message.task_id = Some(parent.task_id.clone());
@@ -119,14 +149,20 @@ pub fn parent_notes(
 /// Whether `parent` lists `child_id` among its sub-tasks. A link the service made is recorded
 /// on both ends (the child names the parent in `parent_tasks`, the parent the child in
 /// `sub_tasks`; a child relayed to a remote agent is a task here whose ref carries the remote
-/// agent), so a one-sided link, written by a client into a task stored before links were the
-/// service's own, carries nothing.
+/// agent and, once known, the remote task's id, which the parent maps back to the child in
+/// its `relays`), so a one-sided link, written by a client into a task stored before links
+/// were the service's own, carries nothing.
 pub fn lists_child(parent: &TaskRecord, child_id: &str) -> bool {
+    let listed = parent.agent.listed_id(child_id);
+    // A remote task's id names no task here.
+    if listed == child_id && parent.agent.relays.values().any(|r| r == child_id) {
+        return false;
+    }
     parent
         .extension
         .sub_tasks
         .iter()
-        .any(|r| r.task_id == child_id)
+        .any(|r| r.task_id == listed)
 }
 
 /// Commits `changes` with the notes their changes of state owe the tasks' parents on this

@@ -143,6 +143,7 @@ async fn a_queued_note_from_a_task_not_listed_as_a_sub_task_is_dropped() {
         state: TaskState::Completed,
         sub_state: None,
         wake: true,
+        remote_task: None,
     };
     let mut message = Message::new(Role::Agent, vec![Part::text("Sub-task stranger is done")]);
     message.message_id = "stranger:state:2".into();

@@ -24,6 +24,9 @@ pub const SKILLS_DIR: &str = "TH_SKILLS_DIR";
 pub const REMOTE_AGENTS: &str = "TH_REMOTE_AGENTS";
 /// Model calls one run may make (`--max-turns`).
 pub const MAX_TURNS: &str = "TH_MAX_TURNS";
+/// Seconds a remote agent may go without answering a relay before the relayed sub-task fails
+/// as lost (`--remote-lost-after-secs`).
+pub const REMOTE_LOST_AFTER_SECS: &str = "TH_REMOTE_LOST_AFTER_SECS";
 /// A runner's lease, in seconds (`--lease-ttl-secs`).
 pub const LEASE_TTL_SECS: &str = "TH_LEASE_TTL_SECS";
 /// Requests per second per caller (`--rate-limit`).
@@ -44,7 +47,7 @@ pub const JWT_JWKS_URL: &str = "TH_JWT_JWKS_URL";
 pub const JWT_ALGORITHMS: &str = "TH_JWT_ALGORITHMS";
 
 /// The local server's flag for each shared setting (for error messages).
-const FLAGS: [(&str, &str); 14] = [
+const FLAGS: [(&str, &str); 15] = [
     (BASE_URL, "--base-url"),
     (TABLE, "--table"),
     (DEFAULT_PARTICIPANT, "--default-participant"),
@@ -56,6 +59,7 @@ const FLAGS: [(&str, &str); 14] = [
     (SKILLS_DIR, "--skills-dir"),
     (REMOTE_AGENTS, "--remote-agent"),
     (MAX_TURNS, "--max-turns"),
+    (REMOTE_LOST_AFTER_SECS, "--remote-lost-after-secs"),
     (LEASE_TTL_SECS, "--lease-ttl-secs"),
     (RATE_LIMIT, "--rate-limit"),
     (RATE_LIMIT_BURST, "--rate-limit-burst"),

@@ -71,6 +71,9 @@ pub struct Settings {
     pub remote_agents: BTreeMap<String, String>,
     /// `TH_MAX_TURNS`: model calls one run may make before the task fails (default 50).
     pub max_turns: usize,
+    /// `TH_REMOTE_LOST_AFTER_SECS`: how long a remote agent may go without answering a relay
+    /// before the relayed sub-task fails as lost (default 300 s).
+    pub remote_lost_after: Duration,
     /// `TH_LEASE_TTL_SECS`: how long a run's lease lasts unrenewed (default 30): a runner
     /// that dies is replaced by the sweeper after at most this long.
     pub lease_ttl: Duration,
@@ -127,6 +130,8 @@ impl FromLookup for Settings {
                 .map_err(|e| invalid(names::REMOTE_AGENTS, e))?,
         };
         let max_turns = positive(&lookup, names::MAX_TURNS, 50)?;
+        let remote_lost_after =
+            Duration::from_secs(positive(&lookup, names::REMOTE_LOST_AFTER_SECS, 300)?);
         Ok(Self {
             base_url,
             table: lookup(names::TABLE),
@@ -140,6 +145,7 @@ impl FromLookup for Settings {
                 .into(),
             remote_agents,
             max_turns,
+            remote_lost_after,
             lease_ttl,
             rate_limit: rate_limit(&lookup)?,
         })

@@ -2,7 +2,7 @@
 //! state kept beside them (loaded skills, A2UI surfaces, the open help request). The store
 //! persists all of it with the task; the intrinsic tools map one such value to the next.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use a2a::{Message, Part, Role as MessageRole};
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,34 @@ pub struct AgentState {
     /// runs the agent names it, unless a participant names it first.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub untitled: bool,
+    /// On a relayed sub-task: the id of the remote task's status message when the relay last
+    /// left it waiting (INPUT_REQUIRED / AUTH_REQUIRED). After a follow-up is sent, only a
+    /// waiting state with another status message is the remote's new answer.
+    pub remote_status_id: Option<String>,
+    /// On a parent: its relayed sub-tasks whose remote task is known, proxy id → remote task
+    /// id. The parent's `TaskRef` names the remote task; this finds the proxy (this
+    /// service's task that relays it) for its notes, its mirror and the cancel cascade.
+    pub relays: BTreeMap<String, String>,
+    /// On a parent: the relayed sub-task (proxy id) whose help request the parent's agent
+    /// was woken with; the agent's next reply that asks no one is sent to it as the answer.
+    pub answering: Option<String>,
+}
+
+impl AgentState {
+    /// The id a parent's `TaskRef` gives its sub-task `child_id`: the remote task's id for a
+    /// relayed child whose remote task is known, else `child_id`.
+    pub fn listed_id<'a>(&'a self, child_id: &'a str) -> &'a str {
+        self.relays.get(child_id).map_or(child_id, String::as_str)
+    }
+
+    /// The sub-task on this service behind the id a `TaskRef` names: the proxy of a remote
+    /// task id it relays, else the id itself.
+    pub fn local_id<'a>(&'a self, listed_id: &'a str) -> &'a str {
+        self.relays
+            .iter()
+            .find(|(_, remote)| remote.as_str() == listed_id)
+            .map_or(listed_id, |(proxy, _)| proxy.as_str())
+    }
 }
 
 /// An open `ask_participant` request.
@@ -260,6 +288,8 @@ mod tests {
         state.pending_help = Some(request(&["a"]));
         state.help_requests = 1;
         state.untitled = true;
+        state.relays.insert("t-1.1".into(), "remote-9".into());
+        state.answering = Some("t-1.1".into());
         let value = serde_json::to_value(&state).expect("serialises");
         assert_eq!(value["untitled"], true);
         assert!(
@@ -277,5 +307,15 @@ mod tests {
             serde_json::from_value::<AgentState>(json!({})).expect("parses"),
             AgentState::default()
         );
+    }
+
+    #[test]
+    fn relays_map_proxies_and_remote_ids_both_ways() {
+        let mut state = AgentState::default();
+        state.relays.insert("t-1.1".into(), "remote-9".into());
+        assert_eq!(state.listed_id("t-1.1"), "remote-9");
+        assert_eq!(state.listed_id("t-1.2"), "t-1.2");
+        assert_eq!(state.local_id("remote-9"), "t-1.1");
+        assert_eq!(state.local_id("t-1.2"), "t-1.2");
     }
 }

@@ -3,6 +3,7 @@
 //! agent (the tool loop over the configured model providers, `model`), `echo` (answers with
 //! the text it got, for tests) and `tck` (the A2A TCK's scenarios, driven by the message id).
 
+mod a2a_client;
 mod echo;
 mod model;
 mod port;
@@ -12,6 +13,6 @@ mod turn;
 
 pub use echo::EchoAgent;
 pub use model::{ModelAgent, ModelAgentConfig};
-pub use port::{Agent, AgentReply, ArtifactChunk, TurnEnd};
+pub use port::{Agent, AgentReply, ArtifactChunk, RemoteEnd, TurnEnd};
 pub use tck::TckAgent;
 pub use turn::{TurnContext, TurnHost, TurnWrite};

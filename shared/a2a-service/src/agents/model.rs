@@ -39,6 +39,9 @@ pub struct ModelAgentConfig {
     /// The registered remote A2A agents `spawn_subtask` may name: id → base URL (where its
     /// agent card is).
     pub remote_agents: std::collections::BTreeMap<String, String>,
+    /// How long a remote agent may go without answering a relay before the relayed sub-task
+    /// fails as lost (`TH_REMOTE_LOST_AFTER_SECS`, default 300 s).
+    pub remote_lost_after: std::time::Duration,
     /// Model calls one run may make (SPEC: 50).
     pub max_turns: usize,
     /// What the system prompt says before the task.
@@ -53,6 +56,7 @@ impl ModelAgentConfig {
             catalog: ModelCatalog::echo_only(),
             skills: Arc::new(SkillLibrary::empty()),
             remote_agents: std::collections::BTreeMap::new(),
+            remote_lost_after: DEFAULT_REMOTE_LOST_AFTER,
             max_turns: 50,
             instructions: DEFAULT_INSTRUCTIONS.to_owned(),
         }
@@ -71,6 +75,9 @@ impl ModelAgentConfig {
         }
     }
 }
+
+/// How long a remote agent may go without answering by default (`TH_REMOTE_LOST_AFTER_SECS`).
+pub const DEFAULT_REMOTE_LOST_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
 
 pub const DEFAULT_INSTRUCTIONS: &str = "You are the agent of a task on the tiny-harness A2A \
 service. Work towards the task's goal and its acceptance criteria with the tools you have: \
@@ -117,7 +124,22 @@ impl ModelAgent {
             config,
             tools,
             remote_ids,
-            http: reqwest::Client::new(),
+            // A remote that takes no connection is not waited for long; a stream that is
+            // open may last as long as the remote task works.
+            http: reqwest::Client::builder()
+                .connect_timeout(std::time::Duration::from_secs(10))
+                .build()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The registered remote agent `id`, as the relay calls it.
+    fn remote<'a>(&'a self, id: &'a str) -> super::remote::Remote<'a> {
+        super::remote::Remote {
+            http: &self.http,
+            id,
+            base: self.config.remote_agents.get(id).map(String::as_str),
+            lost_after: self.config.remote_lost_after,
         }
     }
 
@@ -216,8 +238,7 @@ fn apply_calls(
 impl Agent for ModelAgent {
     async fn run(&self, turn: &mut TurnContext<'_>) -> Result<AgentReply, StoreError> {
         if let Some(remote) = turn.task().record.agent.remote_agent.clone() {
-            let base = self.config.remote_agents.get(&remote).cloned();
-            return super::remote::relay(&self.http, base.as_deref(), &remote, turn).await;
+            return super::remote::relay(self.remote(&remote), turn).await;
         }
         let task_id = turn.task().record.id.clone();
         let message_id = turn.message().message_id.clone();
@@ -326,6 +347,13 @@ impl Agent for ModelAgent {
             if let Some(help) = help {
                 return Ok(AgentReply::text(help.text()).ending(TurnEnd::AwaitAnswer(help)));
             }
+        }
+    }
+
+    /// A relayed sub-task's remote task is canceled with it.
+    async fn task_canceled(&self, task: &StoredTask, agent_id: &str) {
+        if let Some(remote) = task.record.agent.remote_agent.as_deref() {
+            super::remote::cancel_remote_task(self.remote(remote), task, agent_id).await;
         }
     }
 }

@@ -5,7 +5,7 @@ use a2a::{Artifact, Message};
 use async_trait::async_trait;
 use serde_json::Value;
 use task_core::task::HelpRequest;
-use task_store::StoreError;
+use task_store::{StoreError, StoredTask};
 
 use super::turn::TurnContext;
 
@@ -26,8 +26,29 @@ pub enum TurnEnd {
     /// The run asked a participant (`ask_participant`): INPUT_REQUIRED with the request as
     /// the status message, until the asked participant answers.
     AwaitAnswer(HelpRequest),
-    /// A relayed sub-task: the state the remote agent's task reached.
-    Remote(a2a::TaskState),
+    /// A relayed sub-task: where the remote agent's task settled.
+    Remote(RemoteEnd),
+}
+
+/// Where a remote agent's task settled, as a relay saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteEnd {
+    pub state: a2a::TaskState,
+    /// The remote waits on a help request (its status message carries a channel
+    /// `help_request`): the relayed task waits awaiting-answer, not awaiting-next-message.
+    pub help_request: bool,
+    /// The id of the remote's status message (kept on the relayed task while it waits).
+    pub status_message_id: Option<String>,
+}
+
+impl RemoteEnd {
+    pub fn new(state: a2a::TaskState) -> Self {
+        Self {
+            state,
+            help_request: false,
+            status_message_id: None,
+        }
+    }
 }
 
 /// One artifact (or one chunk of it) produced by a turn.
@@ -116,4 +137,9 @@ pub trait Agent: Send + Sync {
     fn direct_reply(&self, _message: &Message) -> Option<String> {
         None
     }
+
+    /// Told after `task` was canceled (its cancel committed), so what the agent runs
+    /// elsewhere for it can be canceled too (a relayed sub-task's remote task); `agent_id` is
+    /// this service's agent. Best effort: failures are the agent's to log. Default: nothing.
+    async fn task_canceled(&self, _task: &StoredTask, _agent_id: &str) {}
 }

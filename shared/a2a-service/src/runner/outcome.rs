@@ -3,18 +3,24 @@
 //! also give the lease up; a task that ended during the turn, or an outcome too large to
 //! store, recorded as such.
 
-use a2a::{Artifact, Message, StreamResponse, TaskArtifactUpdateEvent, TaskState};
+use std::collections::HashMap;
+
+use a2a::{Artifact, Message, Part, Role, StreamResponse, TaskArtifactUpdateEvent, TaskState};
 use chrono::Utc;
+use serde_json::Value;
 use task_core::DomainError;
 use task_core::extension::{SubState, TaskExtension};
 use task_core::lifecycle::{self, LifecycleEvent, Transition, TurnSummary};
-use task_store::{Conflict, InboxItem, StoreError, StoredTask, TaskRecord, TaskUpdate};
+use task_store::{
+    Change, Conflict, InboxItem, InboxKey, StoreError, StoredTask, TaskRecord, TaskUpdate,
+};
 use tracing::warn;
 
 use super::handle::{MAX_RETRIES, RunEnd, Runner};
 use super::items::{audit, consuming};
 use crate::agents::{AgentReply, ArtifactChunk, TurnEnd};
 use crate::commit_step::Step;
+use crate::identity::PARTICIPANT_KEY;
 use crate::view;
 
 impl Runner {
@@ -33,6 +39,8 @@ impl Runner {
         // On the task as the run left it: unless someone changed it meanwhile (then the
         // commit's version check fails and we read it again).
         let mut fresh = Some(latest);
+        // An answer for a relayed sub-task that can no longer take it is dropped.
+        let mut forwards = true;
         for _ in 0..MAX_RETRIES {
             let current = match fresh.take() {
                 Some(task) => task,
@@ -48,21 +56,42 @@ impl Runner {
                     return Err(StoreError::Conflict(Conflict::TaskChanged(task_id)));
                 }
             };
+            let answer = answer_to_relay(&current, &reply, &self.inner.config.agent_id);
             let mut update = self
                 .outcome_update(&current, item, &reply, &transition)
                 .await?;
             update.release = end.lease.clone();
+            if answer.is_some()
+                && let Some(record) = update.record.as_mut()
+            {
+                record.agent.answering = None;
+            }
             // A task that had no history has exactly the two messages appended here.
             let whole_history = (end.wants_history && current.counters.history == 0)
                 .then(|| update.history.clone());
-            match self.commit(update).await {
+            let (proxy, more) = match answer.filter(|_| forwards) {
+                Some((proxy, change)) => (Some(proxy), vec![change]),
+                None => (None, Vec::new()),
+            };
+            match self.commit_with(update, more).await {
                 Err(StoreError::Conflict(Conflict::TaskChanged(_))) => continue,
+                Err(
+                    StoreError::Conflict(Conflict::TaskTerminal(gone)) | StoreError::NotFound(gone),
+                ) if proxy.as_ref().is_some_and(|p| gone.contains(p.as_str())) => {
+                    warn!(task_id, sub_task = %gone, "the reply was not sent as the answer: the sub-task ended");
+                    forwards = false;
+                    fresh = Some(current);
+                    continue;
+                }
                 Err(StoreError::TooLarge(why)) => {
                     return self.fail_unstorable(&current, item, &why).await;
                 }
                 Ok(task) => {
                     end.lease = None; // given up with the outcome
                     end.history = whole_history;
+                    if let Some(proxy) = proxy {
+                        self.kick(&proxy);
+                    }
                     return Ok(task);
                 }
                 other => return other,
@@ -144,20 +173,66 @@ fn ended_during_turn(current: &StoredTask, item: &InboxItem, reply: &AgentReply)
     update
 }
 
+/// The reply of a parent's agent woken with a relayed sub-task's help request is that
+/// sub-task's answer: a message from this service's agent queued for the sub-task (the proxy,
+/// which sends it on to the remote task). Not a reply that asks someone itself, nor a failure.
+fn answer_to_relay(
+    current: &StoredTask,
+    reply: &AgentReply,
+    agent_id: &str,
+) -> Option<(String, Change)> {
+    let proxy = current.record.agent.answering.as_ref()?;
+    if !matches!(reply.end, TurnEnd::Lifecycle | TurnEnd::Complete) || reply.text.is_empty() {
+        return None;
+    }
+    let mut message = Message::new(Role::User, vec![Part::text(reply.text.clone())]);
+    message.message_id = format!("{}:answer:{proxy}:{}", current.record.id, current.version);
+    message.task_id = Some(proxy.clone());
+    message.context_id = Some(current.record.context_id.clone());
+    message.metadata = Some(HashMap::from([(
+        PARTICIPANT_KEY.to_owned(),
+        Value::from(agent_id),
+    )]));
+    let item = InboxItem {
+        key: InboxKey {
+            enqueued_at: Utc::now(),
+            message_id: message.message_id.clone(),
+        },
+        sender: agent_id.to_owned(),
+        message,
+    };
+    Some((
+        proxy.clone(),
+        Change::Enqueue {
+            task_id: proxy.clone(),
+            item: Box::new(item),
+        },
+    ))
+}
+
 /// Where the turn's end takes the task: the lifecycle rule, except that a relayed sub-task
-/// waits where the remote task waits (and the parent is told).
+/// waits where the remote task waits (and the parent is told): awaiting-answer when the
+/// remote waits on a help request, else awaiting-next-message.
 fn outcome_transition(record: &TaskRecord, end: &TurnEnd) -> Result<Transition, DomainError> {
     match (end, record.state()) {
-        (
-            TurnEnd::Remote(remote @ (TaskState::InputRequired | TaskState::AuthRequired)),
-            TaskState::Working,
-        ) => Ok(Transition {
-            from: &[TaskState::Working],
-            to: remote.clone(),
-            sub_state: (*remote == TaskState::InputRequired)
-                .then_some(SubState::AwaitingNextMessage),
-            runs_agent: false,
-        }),
+        (TurnEnd::Remote(remote), TaskState::Working)
+            if matches!(
+                remote.state,
+                TaskState::InputRequired | TaskState::AuthRequired
+            ) =>
+        {
+            let sub_state = if remote.help_request {
+                SubState::AwaitingAnswer
+            } else {
+                SubState::AwaitingNextMessage
+            };
+            Ok(Transition {
+                from: &[TaskState::Working],
+                to: remote.state.clone(),
+                sub_state: (remote.state == TaskState::InputRequired).then_some(sub_state),
+                runs_agent: false,
+            })
+        }
         _ => lifecycle::next(
             record.state(),
             record.sub_state,
@@ -180,7 +255,7 @@ fn turn_event(extension: &TaskExtension, end: &TurnEnd) -> LifecycleEvent {
         TurnEnd::Reject => LifecycleEvent::Reject,
         TurnEnd::Fail(_) => LifecycleEvent::RunFailed,
         TurnEnd::TurnLimit => LifecycleEvent::TurnLimitReached,
-        TurnEnd::Remote(state) => match state {
+        TurnEnd::Remote(remote) => match remote.state {
             TaskState::Completed => LifecycleEvent::AgentCompleted {
                 unresolved_sub_tasks: false,
             },
@@ -201,6 +276,12 @@ fn status_message(next: &mut TaskRecord, reply: &AgentReply, agent_id: &str) -> 
         }
         TurnEnd::Fail(reason) => view::agent_message(next, reason.clone()),
         TurnEnd::TurnLimit => view::agent_message(next, "turn limit reached"),
+        TurnEnd::Remote(remote) => {
+            next.agent
+                .remote_status_id
+                .clone_from(&remote.status_message_id);
+            view::agent_message(next, reply.text.clone())
+        }
         _ => view::agent_message(next, reply.text.clone()),
     }
 }
@@ -250,4 +331,77 @@ fn merge_artifacts(stored: &[Artifact], chunks: &[ArtifactChunk]) -> Vec<Artifac
         }
     }
     merged
+}
+
+#[cfg(test)]
+mod tests {
+    use task_core::extension::TaskExtension;
+
+    use super::*;
+    use crate::agents::RemoteEnd;
+
+    fn task(state: TaskState) -> StoredTask {
+        StoredTask {
+            record: TaskRecord {
+                id: "p".into(),
+                context_id: "c".into(),
+                status: view::status(state, None, Utc::now()),
+                sub_state: None,
+                extension: TaskExtension::new("Parent", "g"),
+                agent: Default::default(),
+            },
+            version: 7,
+            counters: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_relayed_task_waits_where_its_remote_waits() {
+        let record = task(TaskState::Working).record;
+        let mut remote = RemoteEnd::new(TaskState::InputRequired);
+        let waits = |remote: &RemoteEnd| {
+            outcome_transition(&record, &TurnEnd::Remote(remote.clone())).expect("fits")
+        };
+        assert_eq!(
+            waits(&remote).sub_state,
+            Some(SubState::AwaitingNextMessage)
+        );
+        remote.help_request = true;
+        let asked = waits(&remote);
+        assert_eq!(asked.to, TaskState::InputRequired);
+        assert_eq!(asked.sub_state, Some(SubState::AwaitingAnswer));
+        assert!(!asked.runs_agent);
+        let auth = waits(&RemoteEnd::new(TaskState::AuthRequired));
+        assert_eq!((auth.to, auth.sub_state), (TaskState::AuthRequired, None));
+    }
+
+    #[test]
+    fn the_reply_after_a_relayed_question_is_its_answer() {
+        let mut parent = task(TaskState::Working);
+        let reply = AgentReply::text("Use 2025");
+        assert!(
+            answer_to_relay(&parent, &reply, "agent-a").is_none(),
+            "nothing asked"
+        );
+        parent.record.agent.answering = Some("p.1".into());
+        let (proxy, change) = answer_to_relay(&parent, &reply, "agent-a").expect("an answer");
+        assert_eq!(proxy, "p.1");
+        let Change::Enqueue { task_id, item } = change else {
+            panic!("not queued: {change:?}");
+        };
+        assert_eq!(task_id, "p.1");
+        assert_eq!(item.sender, "agent-a");
+        assert_eq!(item.key.message_id, "p:answer:p.1:7");
+        assert_eq!(item.message.parts[0].as_text(), Some("Use 2025"));
+        // A reply that asks someone itself, or a failure, answers nothing.
+        let help = task_core::task::HelpRequest {
+            participant_id: "alice".into(),
+            question: "Which year?".into(),
+            options: Vec::new(),
+            message_id: "p:help:1".into(),
+        };
+        let asks = AgentReply::text("Which year?").ending(TurnEnd::AwaitAnswer(help));
+        assert!(answer_to_relay(&parent, &asks, "agent-a").is_none());
+        assert!(answer_to_relay(&parent, &AgentReply::fail("boom"), "agent-a").is_none());
+    }
 }

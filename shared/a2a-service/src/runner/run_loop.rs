@@ -137,7 +137,8 @@ impl Runner {
             .agent
             .pending_help
             .as_ref()
-            .is_some_and(|h| h.participant_id == item.sender);
+            .is_some_and(|h| h.participant_id == item.sender)
+            || waits_on_remote_help(record);
         let lifecycle = record.extension.effective_lifecycle();
         let event = LifecycleEvent::MessageAccepted {
             answers_help_request: answers,
@@ -196,6 +197,14 @@ impl Runner {
         let latest = turn.into_task();
         self.record_outcome(latest, item, reply, end).await
     }
+}
+
+/// A relayed sub-task waiting on its remote task's help request takes any accepted
+/// sender's message as the answer (the relay sends it on to the remote task).
+fn waits_on_remote_help(record: &TaskRecord) -> bool {
+    record.agent.remote_agent.is_some()
+        && *record.state() == TaskState::InputRequired
+        && record.sub_state == Some(task_core::extension::SubState::AwaitingAnswer)
 }
 
 /// Intake again: the task may have ended, or the sender left it, since the message was

@@ -1,5 +1,6 @@
 //! CancelTask, and the cascade: a canceled task's unfinished sub-tasks on this service are
-//! canceled with it, and theirs in turn.
+//! canceled with it, and theirs in turn; the agent is told of each canceled task (a relayed
+//! sub-task's remote task gets a `CancelTask` of its own).
 
 use std::collections::HashSet;
 
@@ -39,6 +40,9 @@ impl Service {
                 .await
             {
                 Ok(canceled) => {
+                    self.agent
+                        .task_canceled(&canceled, &self.config.agent_id)
+                        .await;
                     self.cancel_children(&canceled.record).await;
                     return self.full_view(&canceled, None, true).await;
                 }
@@ -97,6 +101,9 @@ impl Service {
                 let why = format!("canceled with its parent {}", parent.id);
                 match self.cancel_one(&child, transition, &why).await {
                     Ok(canceled) => {
+                        self.agent
+                            .task_canceled(&canceled, &self.config.agent_id)
+                            .await;
                         queue.extend(
                             unfinished_children(&canceled.record)
                                 .into_iter()
@@ -134,12 +141,48 @@ fn names_parent(child: &TaskRecord, parent_id: &str) -> bool {
         .any(|r| r.agent.is_none() && r.task_id == parent_id)
 }
 
-/// The sub-tasks on this service of `record` that have not ended.
+/// The sub-tasks on this service of `record` that have not ended: its own, and the proxies
+/// of its relayed ones (a `TaskRef` carrying the remote agent names the proxy until the
+/// remote task is known, then the remote task, which the parent maps back to the proxy).
 fn unfinished_children(record: &TaskRecord) -> Vec<String> {
     record
         .extension
         .unresolved_sub_tasks()
-        .filter(|r| r.agent.is_none())
-        .map(|r| r.task_id.clone())
+        .map(|r| record.agent.local_id(&r.task_id).to_owned())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use a2a::TaskState;
+    use task_core::extension::{TaskExtension, TaskRef};
+
+    use super::*;
+
+    #[test]
+    fn the_cascade_reaches_relayed_sub_tasks_through_their_proxies() {
+        let remote = |id: &str, state: &str| -> TaskRef {
+            serde_json::from_value(serde_json::json!({"task_id": id, "state": state,
+                "agent": {"kind": "agent", "id": "ledger"}}))
+            .expect("ref")
+        };
+        let mut extension = TaskExtension::new("Parent", "g");
+        extension.sub_tasks = vec![
+            TaskRef::local("p.1"),
+            remote("p.2", "TASK_STATE_WORKING"),
+            remote("r-9", "TASK_STATE_INPUT_REQUIRED"),
+            remote("r-10", "TASK_STATE_COMPLETED"),
+        ];
+        let mut record = TaskRecord {
+            id: "p".into(),
+            context_id: "c".into(),
+            status: view::status(TaskState::Working, None, Utc::now()),
+            sub_state: None,
+            extension,
+            agent: Default::default(),
+        };
+        record.agent.relays.insert("p.3".into(), "r-9".into());
+        record.agent.relays.insert("p.4".into(), "r-10".into());
+        assert_eq!(unfinished_children(&record), ["p.1", "p.2", "p.3"]);
+    }
 }

@@ -20,6 +20,7 @@ fn defaults() {
     assert_eq!(c.skills_dir, PathBuf::from("skills"));
     assert!(c.remote_agents.is_empty());
     assert_eq!(c.max_turns, 50);
+    assert_eq!(c.remote_lost_after, Duration::from_secs(300));
     assert_eq!(c.rate_limit, None);
 }
 
@@ -32,6 +33,7 @@ fn malformed_values_name_their_variable() {
         ("TH_MODEL_CATALOG", "/no/such/catalog.json"),
         ("TH_REMOTE_AGENTS", "billing"),
         ("TH_MAX_TURNS", "0"),
+        ("TH_REMOTE_LOST_AFTER_SECS", "0"),
         ("TH_LEASE_TTL_SECS", "0"),
         ("TH_BASE_URL", "api.example"),
         ("TH_RATE_LIMIT", "0"),
@@ -58,6 +60,7 @@ fn values_are_read() {
             "billing=https://billing.example,search=http://10.0.0.9/",
         ),
         ("TH_MAX_TURNS", "8"),
+        ("TH_REMOTE_LOST_AFTER_SECS", "2"),
         ("TH_LEASE_TTL_SECS", "5"),
         ("TH_RATE_LIMIT", "2.5"),
     ])
@@ -69,6 +72,7 @@ fn values_are_read() {
     assert_eq!(c.remote_agents["search"], "http://10.0.0.9");
     assert_eq!(c.remote_agents.len(), 2);
     assert_eq!(c.max_turns, 8);
+    assert_eq!(c.remote_lost_after, Duration::from_secs(2));
     assert_eq!(c.lease_ttl, Duration::from_secs(5));
     assert!(c.allow_private_webhooks);
     assert_eq!(c.agent_id, "bob");
