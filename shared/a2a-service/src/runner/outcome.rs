@@ -399,6 +399,8 @@ mod tests {
             question: "Which year?".into(),
             options: Vec::new(),
             message_id: "p:help:1".into(),
+            comments: Vec::new(),
+            dropped_comments: 0,
         };
         let asks = AgentReply::text("Which year?").ending(TurnEnd::AwaitAnswer(help));
         assert!(answer_to_relay(&parent, &asks, "agent-a").is_none());
