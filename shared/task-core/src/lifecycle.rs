@@ -655,22 +655,32 @@ mod tests {
         );
     }
 
-    #[test]
-    fn mirroring_a_child_into_its_parent() {
+    /// A parent with a plan of independent steps named `names`, each active and linked to
+    /// the child `p.1`, which is also its sub-task.
+    fn parent_of_p1(names: &[&str]) -> TaskExtension {
         let mut parent = TaskExtension::new("p", "g");
         parent.sub_tasks.push(TaskRef::local("p.1"));
-        parent.sub_tasks.push(TaskRef::local("p.2"));
-        parent.plan = Some(
-            crate::plan::build(&[crate::plan::PlanStepArgs {
-                name: "A".into(),
+        let args: Vec<crate::plan::PlanStepArgs> = names
+            .iter()
+            .map(|name| crate::plan::PlanStepArgs {
+                name: (*name).into(),
                 description: String::new(),
                 depends_on: vec![],
-            }])
-            .expect("valid"),
-        );
-        if let Some(plan) = parent.plan.as_mut() {
-            plan.steps[0].linked_tasks.push(TaskRef::local("p.1"));
+            })
+            .collect();
+        let mut plan = crate::plan::build(&args).expect("valid");
+        for step in &mut plan.steps {
+            step.state = StepState::Active;
+            step.linked_tasks.push(TaskRef::local("p.1"));
         }
+        parent.plan = Some(plan);
+        parent
+    }
+
+    #[test]
+    fn mirroring_a_child_into_its_parent() {
+        let mut parent = parent_of_p1(&["A"]);
+        parent.sub_tasks.push(TaskRef::local("p.2"));
         assert!(mirror_sub_task(&mut parent, "p.1", &InputRequired, ANSWER));
         assert_eq!(
             parent.sub_tasks[0].state.as_deref(),
@@ -692,56 +702,23 @@ mod tests {
             parent.sub_tasks[0].sub_state, None,
             "only interrupted states carry a sub-state"
         );
+        assert_eq!(
+            parent.plan.as_ref().expect("plan").steps[0].state,
+            StepState::Active,
+            "a completed child leaves its step to the agent"
+        );
         assert!(!mirror_sub_task(&mut parent, "p.9", &Completed, None));
     }
 
     #[test]
     fn a_child_that_fails_fails_its_step_unless_the_step_is_done() {
         for ended in [Failed, Canceled, Rejected] {
-            let mut parent = TaskExtension::new("p", "g");
-            parent.sub_tasks.push(TaskRef::local("p.1"));
-            parent.plan = Some(
-                crate::plan::build(&[
-                    crate::plan::PlanStepArgs {
-                        name: "A".into(),
-                        description: String::new(),
-                        depends_on: vec![],
-                    },
-                    crate::plan::PlanStepArgs {
-                        name: "B".into(),
-                        description: String::new(),
-                        depends_on: vec![],
-                    },
-                ])
-                .expect("valid"),
-            );
-            let plan = parent.plan.as_mut().expect("plan");
-            plan.steps[0].state = StepState::Active;
-            plan.steps[0].linked_tasks.push(TaskRef::local("p.1"));
-            plan.steps[1].state = StepState::Done;
-            plan.steps[1].linked_tasks.push(TaskRef::local("p.1"));
+            let mut parent = parent_of_p1(&["A", "B"]);
+            parent.plan.as_mut().expect("plan").steps[1].state = StepState::Done;
             assert!(mirror_sub_task(&mut parent, "p.1", &ended, None));
             let steps = &parent.plan.as_ref().expect("plan").steps;
             assert_eq!(steps[0].state, StepState::Failed, "{ended:?}");
             assert_eq!(steps[1].state, StepState::Done, "a done step stays done");
         }
-        let mut parent = TaskExtension::new("p", "g");
-        parent.plan = Some(
-            crate::plan::build(&[crate::plan::PlanStepArgs {
-                name: "A".into(),
-                description: String::new(),
-                depends_on: vec![],
-            }])
-            .expect("valid"),
-        );
-        let plan = parent.plan.as_mut().expect("plan");
-        plan.steps[0].state = StepState::Active;
-        plan.steps[0].linked_tasks.push(TaskRef::local("p.1"));
-        assert!(mirror_sub_task(&mut parent, "p.1", &Completed, None));
-        assert_eq!(
-            parent.plan.as_ref().expect("plan").steps[0].state,
-            StepState::Active,
-            "a completed child leaves its step to the agent"
-        );
     }
 }
