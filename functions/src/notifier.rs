@@ -12,18 +12,19 @@
 //!   shard. Within a batch, a task's events go out one after the other, each to all of the
 //!   task's configs at once; different tasks are delivered concurrently, so a slow webhook
 //!   delays only its own task.
-//! - **At-least-once, with partial-batch failure.** An event whose delivery to some config
-//!   failed with a transient error after the sender's retries (5xx, timeouts, connection
-//!   errors), or whose event or configs could not be read, is reported in
-//!   `batchItemFailures`, and so are the later events of the same task in the batch (they are
-//!   not attempted, to keep the order). Lambda then retries the batch from the earliest
-//!   reported record: events after it are delivered again (duplicates, which at-least-once
-//!   allows), and once the mapping's retry budget is spent the batch goes to its on-failure
-//!   destination. Every other task's events in the batch are delivered in this invocation
-//!   whatever one bad webhook does.
-//! - **Final failures.** A webhook that refuses a notification (a 4xx other than 408/429), an
-//!   address the policy refuses, or an invalid config is logged and skipped, as the local
-//!   dispatcher does: retrying would never succeed and would hold the shard.
+//! - **At-least-once, with partial-batch failure.** An event whose event or configs could not
+//!   be read from the store is reported in `batchItemFailures`, and so are the later events of
+//!   the same task in the batch (they are not attempted, to keep the order). Lambda then
+//!   retries the batch from the earliest reported record: events after it are delivered again
+//!   (duplicates, which at-least-once allows), and once the mapping's retry budget is spent the
+//!   batch goes to its on-failure destination.
+//! - **Giving up on a webhook.** The retry budget of a delivery is the sender's (5 attempts
+//!   with backoff), as on the local server's dispatcher: when it is spent (5xx, timeouts,
+//!   connection errors), or a webhook refuses a notification (a 4xx other than 408/429), or
+//!   the policy refuses the address, or the config is invalid, the event is logged and
+//!   skipped for that config and the next ones are tried. Reporting it for retry would hold
+//!   the whole shard, every other task's notifications with it, for up to the mapping's ten
+//!   retries behind one dead webhook; the receiver can always read the task to catch up.
 //! - **Owners.** Before each event, the task is read as it is then (again only if its version
 //!   moved): a config whose owner is no longer a participant (or that has no owner) gets
 //!   nothing more and is deleted.
@@ -164,19 +165,14 @@ impl Notifier {
                     .map(|config| self.sender.deliver(&config.config, &stored.event)),
             )
             .await;
-            let mut transient = false;
             for (config, outcome) in configs.iter().zip(outcomes) {
                 if let Err(err) = outcome {
                     tracing::warn!(
                         task_id, seq = new.seq, config_id = config.config.id.as_deref().unwrap_or(""),
                         url = %config.config.url, error = %err, transient = err.is_transient(),
-                        "push notification not delivered"
+                        "push notification not delivered; skipped for this config"
                     );
-                    transient |= err.is_transient();
                 }
-            }
-            if transient {
-                return retry_from(i);
             }
         }
         Vec::new()

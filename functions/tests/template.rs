@@ -636,3 +636,58 @@ mod toml_lite {
         Manifest { bins }
     }
 }
+
+/// `localstack/stream-poller.py`, the local event source mapping, reads the notifier's mapping
+/// from the template with a reader of its own (the standard library has no YAML): what it reads
+/// is what a YAML parser finds.
+#[test]
+fn the_local_stream_poller_reads_the_notifiers_mapping_as_deployed() {
+    let template = template();
+    let resources = template["Resources"].as_mapping().expect("resources");
+    let (name, function) = resources
+        .iter()
+        .find(|(_, r)| {
+            r["Properties"]["Events"]
+                .as_mapping()
+                .is_some_and(|events| events.values().any(|e| e["Type"] == "DynamoDB"))
+        })
+        .expect("a function with a DynamoDB event");
+    let event = function["Properties"]["Events"]
+        .as_mapping()
+        .and_then(|events| events.values().find(|e| e["Type"] == "DynamoDB"))
+        .expect("the DynamoDB event");
+    let p = &event["Properties"];
+    let output = std::process::Command::new("python3")
+        .arg(format!("{ROOT}/localstack/stream-poller.py"))
+        .arg("--print-config")
+        .output()
+        .expect("python3 runs the poller");
+    assert!(output.status.success(), "{output:?}");
+    let read: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let timeout = function["Properties"]["Timeout"]
+        .as_u64()
+        .or_else(|| template["Globals"]["Function"]["Timeout"].as_u64());
+    let filters: Vec<serde_json::Value> = p["FilterCriteria"]["Filters"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|f| serde_json::from_str(f["Pattern"].as_str().expect("a pattern")).expect("JSON"))
+        .collect();
+    let expected = serde_json::json!({
+        "resource": name.as_str(),
+        "function": function["Metadata"]["BuildProperties"]["Binary"].as_str(),
+        "timeout_seconds": timeout,
+        "starting_position": p["StartingPosition"].as_str(),
+        "batch_size": p["BatchSize"].as_u64(),
+        "batching_window_seconds": p["MaximumBatchingWindowInSeconds"].as_f64(),
+        "report_batch_item_failures": p["FunctionResponseTypes"]
+            .as_sequence()
+            .is_some_and(|t| t.iter().any(|t| t == "ReportBatchItemFailures")),
+        "bisect_on_error": p["BisectBatchOnFunctionError"].as_bool(),
+        "maximum_retry_attempts": p["MaximumRetryAttempts"].as_i64(),
+        "maximum_record_age_seconds": p["MaximumRecordAgeInSeconds"].as_i64(),
+        "filters": filters,
+        "on_failure": format!("!GetAtt {}", text(&p["DestinationConfig"]["OnFailure"]["Destination"])),
+    });
+    assert_eq!(read, expected);
+}

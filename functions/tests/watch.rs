@@ -1,18 +1,18 @@
 //! End to end through the real function binaries: `cargo lambda watch` serves them over
 //! DynamoDB Local, and a client sends, streams, subscribes from a second connection while a
 //! follow-up goes through another function's process, lists, reads and cancels, all through
-//! the function URLs; then the push notifier is invoked with a DynamoDB Streams batch made of
-//! the table's own event items and delivers them to a loopback webhook.
+//! the function URLs; meanwhile the local event source mapping (`localstack/stream-poller.py`)
+//! reads the table's stream and invokes the push notifier, which delivers the task's events, in
+//! order, to a loopback webhook.
 //!
-//! Run by `tests/lambda/run.sh` (in CI), which starts DynamoDB Local and the emulator and sets
-//! `LAMBDA_WATCH_URL`; ignored by a plain `cargo test`.
+//! Run by `tests/lambda/run.sh` (in CI), which starts DynamoDB Local, the emulator and the
+//! poller and sets `LAMBDA_WATCH_URL`; ignored by a plain `cargo test`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use common::*;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -108,7 +108,7 @@ async fn the_functions_under_cargo_lambda_watch() {
         base: base.trim_end_matches('/').to_owned(),
         http: reqwest::Client::new(),
     };
-    let hook = Webhook::start().await;
+    let mut hook = Webhook::start().await;
     let get = reqwest::Method::GET;
     let post = reqwest::Method::POST;
 
@@ -117,10 +117,22 @@ async fn the_functions_under_cargo_lambda_watch() {
         .json(get.clone(), "/.well-known/agent-card.json", None)
         .await;
     assert_eq!(status, 200, "{card}");
-    assert_eq!(
-        card["supportedInterfaces"][0]["url"],
-        format!("{}/", client.base)
-    );
+    // Both interfaces at the base URL without a trailing slash, which joins cleanly with the
+    // method paths the emulator's router maps: the HTTP+JSON one answers there.
+    for interface in card["supportedInterfaces"].as_array().unwrap() {
+        assert_eq!(interface["url"], client.base.as_str(), "{card}");
+    }
+    let rest = card["supportedInterfaces"][1]["url"].as_str().unwrap();
+    let listed = client
+        .http
+        .get(format!("{rest}/tasks"))
+        .header("A2A-Version", "1.0")
+        .header("X-Participant-Id", "alice")
+        .timeout(WAIT)
+        .send()
+        .await
+        .expect("the emulator answers");
+    assert_eq!(listed.status().as_u16(), 200);
 
     // `returnImmediately`: send-message answers with the task working and hands its run to
     // the runner function (an asynchronous invoke through the emulator's Lambda API), which
@@ -257,6 +269,13 @@ async fn the_functions_under_cargo_lambda_watch() {
     );
     reader.await.unwrap();
 
+    // Nobody invokes the notifier but the stream poller: the events so far reach the inline
+    // config's webhook through the table's stream, in order.
+    let mut pushed = Vec::new();
+    for _ in 0..7 {
+        pushed.push(hook.next().await);
+    }
+
     // List (list-tasks), read (task, and JSON-RPC through the jsonrpc function).
     let (status, listed) = client.json(get.clone(), "/tasks", None).await;
     assert_eq!(status, 200, "{listed}");
@@ -324,62 +343,10 @@ async fn the_functions_under_cargo_lambda_watch() {
     assert_eq!(status, 200, "{canceled}");
     assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
 
-    // The push notifier, invoked with a stream batch of the table's own event items.
-    let items = dynamodb
-        .query()
-        .table_name(TABLE)
-        .key_condition_expression("PK = :pk AND begins_with(SK, :evt)")
-        .expression_attribute_values(":pk", AttributeValue::S(format!("TASK#{id}")))
-        .expression_attribute_values(":evt", AttributeValue::S("EVT#".into()))
-        .send()
-        .await
-        .expect("query the events")
-        .items
-        .unwrap_or_default();
-    let mut records = Vec::new();
-    for (n, item) in items.iter().enumerate() {
-        let key = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap();
-        records.push(json!({
-            "eventID": format!("e{n}"), "eventName": "INSERT", "eventVersion": "1.1",
-            "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
-            "dynamodb": {
-                "ApproximateCreationDateTime": 1796148000,
-                "Keys": {"PK": {"S": key("PK")}, "SK": {"S": key("SK")}},
-                "SequenceNumber": format!("{:021}", n + 1),
-                "SizeBytes": 100, "StreamViewType": "NEW_IMAGE"
-            },
-            "eventSourceARN": format!("arn:aws:dynamodb:us-east-1:000000000000:table/{TABLE}/stream/local")
-        }));
-    }
-    let events = records
-        .iter()
-        .filter(|r| {
-            r["dynamodb"]["Keys"]["SK"]["S"]
-                .as_str()
-                .unwrap()
-                .ends_with("#000")
-        })
-        .count();
-    assert_eq!(
-        events, 8,
-        "SUBMITTED, WORKING, INPUT_REQUIRED, then two turns of two, CANCELED"
-    );
-    let response = client
-        .http
-        .post(format!(
-            "{}/2015-03-31/functions/push-notifier/invocations",
-            client.base
-        ))
-        .json(&json!({"Records": records}))
-        .timeout(WAIT)
-        .send()
-        .await
-        .expect("invoke the notifier");
-    assert_eq!(response.status().as_u16(), 200);
-    let answer: Value = response.json().await.unwrap();
-    assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
-    let received = hook.received();
-    let kinds: Vec<String> = received.iter().map(|d| event_kind(&d.body)).collect();
+    // The cancellation reaches the webhook too, after the rest, and nothing went to the
+    // config created and deleted meanwhile (it was gone before the poller read the event).
+    pushed.push(hook.next().await);
+    let kinds: Vec<String> = pushed.iter().map(|d| event_kind(&d.body)).collect();
     assert_eq!(
         kinds,
         [
@@ -394,9 +361,14 @@ async fn the_functions_under_cargo_lambda_watch() {
         ]
     );
     assert!(
-        received
+        pushed
             .iter()
             .all(|d| d.path == "/hook" && d.header("authorization") == Some("Bearer secret"))
+    );
+    assert_eq!(
+        hook.received().len(),
+        8,
+        "no delivery twice, none to /second"
     );
 
     // Every DynamoDB operation each function was seen calling (its `dynamodb call` log lines)

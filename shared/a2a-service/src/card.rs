@@ -65,7 +65,10 @@ fn task_methods() -> serde_json::Value {
 }
 
 pub fn agent_card(config: &ServiceConfig) -> AgentCard {
-    let url = format!("{}/", config.base_url);
+    // A2A's example interfaces end without a slash: clients append `/message:send` (HTTP+JSON)
+    // or post to the URL itself (JSON-RPC), and a router that maps paths literally (API
+    // Gateway's, `cargo lambda watch`'s) has no route for `//message:send`.
+    let url = config.base_url.trim_end_matches('/').to_owned();
     let interface = |binding: &str| AgentInterface {
         url: url.clone(),
         protocol_binding: binding.to_owned(),
@@ -121,5 +124,25 @@ pub fn agent_card(config: &ServiceConfig) -> AgentCard {
         security_schemes: None,
         security_requirements: None,
         signatures: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_interfaces_advertise_the_base_url_without_a_trailing_slash() {
+        for base in ["https://api.example/a2a", "https://api.example/a2a/"] {
+            let mut config = ServiceConfig::local("http://unused");
+            config.base_url = base.to_owned();
+            let card = agent_card(&config);
+            let urls: Vec<&str> = card
+                .supported_interfaces
+                .iter()
+                .map(|i| i.url.as_str())
+                .collect();
+            assert_eq!(urls, ["https://api.example/a2a", "https://api.example/a2a"]);
+        }
     }
 }
