@@ -122,11 +122,20 @@ impl Service {
         task_id: &str,
         caller: &Who,
     ) -> Result<StoredTask, ServiceError> {
+        self.allowed(task_id, caller, Action::Read).await
+    }
+
+    /// A task on which the caller may do `action`, or not found: a participant who may not
+    /// is told no more than a stranger.
+    pub(super) async fn allowed(
+        &self,
+        task_id: &str,
+        caller: &Who,
+        action: Action,
+    ) -> Result<StoredTask, ServiceError> {
         identity::check(IdKind::Task, "id", task_id)?;
         match self.read(task_id).await? {
-            Some(t) if identity::authorize(&t.record.extension, caller, Action::Read).is_ok() => {
-                Ok(t)
-            }
+            Some(t) if identity::authorize(&t.record.extension, caller, action).is_ok() => Ok(t),
             _ => Err(ServiceError::TaskNotFound(task_id.to_owned())),
         }
     }

@@ -5,14 +5,12 @@
 //! so a page reads from its token on and keeps the first `pageSize` entries: a late page of a
 //! long record costs the reading of the rest of it (docs/storage.md).
 
-use task_core::ids::IdKind;
 use task_core::policy::Action;
-use task_store::StoredTask;
 
 use super::base::Service;
 use crate::api::{AuditLogPage, RecordsPage, TaskRecordsRequest, TranscriptEntry, TranscriptPage};
 use crate::error::ServiceError;
-use crate::identity::{self, Who};
+use crate::identity::Who;
 
 /// Entries per page when the caller does not say.
 const DEFAULT_PAGE_SIZE: usize = 50;
@@ -117,21 +115,6 @@ impl Service {
             .skip(skip)
             .collect();
         Ok(page.finish(req.id, entries))
-    }
-
-    /// A task on which the caller may do `action`, or not found (nothing is revealed to a
-    /// participant who may not, as to a stranger).
-    async fn allowed(
-        &self,
-        task_id: &str,
-        caller: &Who,
-        action: Action,
-    ) -> Result<StoredTask, ServiceError> {
-        identity::check(IdKind::Task, "id", task_id)?;
-        match self.read(task_id).await? {
-            Some(t) if identity::authorize(&t.record.extension, caller, action).is_ok() => Ok(t),
-            _ => Err(ServiceError::TaskNotFound(task_id.to_owned())),
-        }
     }
 }
 
