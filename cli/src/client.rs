@@ -44,7 +44,8 @@ fn rpc_error(error: &Value) -> CliError {
         -32001 => {
             CliError::Refused("task not found (or you are not one of its participants)".to_owned())
         }
-        -32002 => CliError::Refused(format!("the task cannot be canceled: {message}")),
+        -32002 if message.is_empty() => CliError::Refused("the task cannot be canceled".to_owned()),
+        -32002 => CliError::Refused(message.to_owned()),
         -32004 => CliError::Refused(format!(
             "not supported (a finished task takes no more messages): {message}"
         )),

@@ -126,12 +126,16 @@ async fn run(cli: Cli) -> Result<(), CliError> {
                 None => "/model".to_owned(),
             };
             let m = message(Some(&a.task), me, vec![text_part(&command)]);
-            send(&mut client, json_out, m).await?;
+            let answer = send(&mut client, json_out, m).await?;
+            if let Some(id) = &a.id {
+                applied(&answer, "model", id)?;
+            }
         }
         Command::Effort(a) => {
             let command = format!("/effort {}", a.level.as_str());
             let m = message(Some(&a.task), me, vec![text_part(&command)]);
-            send(&mut client, json_out, m).await?;
+            let answer = send(&mut client, json_out, m).await?;
+            applied(&answer, "reasoning_effort", a.level.as_str())?;
         }
         Command::Criteria(a) => {
             let task = client.call("GetTask", json!({"id": a.task})).await?;
@@ -159,7 +163,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
 
 /// A blocking SendMessage; prints the task (or the agent's direct message). A refusal
 /// (`message not accepted: ...`) goes to stderr with exit 3.
-async fn send(client: &mut Client, json_out: bool, message: Value) -> Result<(), CliError> {
+async fn send(client: &mut Client, json_out: bool, message: Value) -> Result<Value, CliError> {
     let spinner = watch::Spinner::start();
     let answer = client
         .call("SendMessage", json!({"message": message}))
@@ -168,12 +172,13 @@ async fn send(client: &mut Client, json_out: bool, message: Value) -> Result<(),
     let answer = answer?;
     if let Some(task) = answer.get("task") {
         let status = render::message_text(&task["status"]["message"]);
+        let refused = status.starts_with("message not accepted");
         if json_out {
             render::print_json(task);
-        } else {
+        } else if !refused {
             print_task_outcome(task, false);
         }
-        if status.starts_with("message not accepted") {
+        if refused {
             return Err(CliError::Refused(status));
         }
     } else if let Some(reply) = answer.get("message") {
@@ -185,7 +190,22 @@ async fn send(client: &mut Client, json_out: bool, message: Value) -> Result<(),
     } else if json_out {
         render::print_json(&answer);
     }
-    Ok(())
+    Ok(answer)
+}
+
+/// A command's answer carries no refusal marker: it was refused (the status text says why)
+/// when the task's extension does not hold the new setting.
+fn applied(answer: &Value, key: &str, wanted: &str) -> Result<(), CliError> {
+    let task = answer.get("task").unwrap_or(answer);
+    if render::extension(task)[key] == wanted {
+        return Ok(());
+    }
+    let why = render::message_text(&task["status"]["message"]);
+    Err(CliError::Refused(if why.is_empty() {
+        format!("the {key} was not changed")
+    } else {
+        why
+    }))
 }
 
 /// The id, the state and the status text of a task.

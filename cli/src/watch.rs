@@ -57,16 +57,13 @@ pub async fn watch(client: &mut Client, task: &str, json_out: bool) -> Result<()
             }
         }
         drop(events);
-        if let Some((id, question)) = help {
+        if let Some((id, _question)) = help {
             if !interactive {
                 // A script answers with `th answer`.
-                if !json_out {
-                    println!("help request: {question}");
-                }
                 return Ok(());
             }
             seen.answered.insert(id);
-            let answer = prompt(&question).await?;
+            let answer = prompt().await?;
             let m = message(
                 Some(task),
                 client.participant.as_deref(),
@@ -115,9 +112,13 @@ fn observe(event: &Value, seen: &mut Seen, me: Option<&str>, json_out: bool) -> 
         }
         let status_id = status["message"]["messageId"].as_str().map(str::to_owned);
         if status_id.is_some() && status_id != seen.status_id {
-            let text = render::message_text(&status["message"]);
-            if !text.is_empty() {
-                println!("{text}");
+            if let Some(question) = messages::help_request(status) {
+                println!("help request: {question}");
+            } else {
+                let text = render::message_text(&status["message"]);
+                if !text.is_empty() {
+                    println!("{text}");
+                }
             }
         }
         if !extension.is_null() {
@@ -161,9 +162,9 @@ fn is_participant(task: Option<&Value>, me: Option<&str>) -> bool {
     people.is_none_or(|people| people.iter().any(|p| p["id"] == me))
 }
 
-/// Asks the question on the terminal and reads one line.
-async fn prompt(question: &str) -> Result<String, CliError> {
-    eprint!("help request: {question}\nanswer> ");
+/// Reads the answer (one line) on the terminal, the question being printed above.
+async fn prompt() -> Result<String, CliError> {
+    eprint!("answer> ");
     let _ = std::io::stderr().flush();
     let line = tokio::task::spawn_blocking(|| {
         let mut line = String::new();

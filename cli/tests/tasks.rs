@@ -184,3 +184,74 @@ fn the_card_and_completions_print() {
         assert!(script.contains("th"), "{shell}: {script}");
     }
 }
+
+#[test]
+fn refusals_and_interrupts_are_told_apart() {
+    let server = server();
+    let url = server.url.as_str();
+    let task = th(
+        url,
+        &[
+            "--as", "alice", "--json", "new", "--name", "N", "--goal", "G", "go",
+        ],
+    )
+    .ok()
+    .json();
+    let id = task["id"].as_str().expect("id");
+
+    let stranger = th(url, &["--as", "mallory", "send", id, "let me in"]);
+    assert_eq!(stranger.code, 3);
+    assert_eq!(
+        stranger.stderr.trim(),
+        "th: message not accepted: not a participant"
+    );
+    assert!(stranger.stdout.is_empty(), "{}", stranger.stdout);
+
+    th(
+        url,
+        &["--as", "alice", "send", "--interrupt", id, "stop that"],
+    )
+    .ok();
+    let task = th(url, &["--as", "alice", "--json", "show", id])
+        .ok()
+        .json();
+    let sent = task["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .find(|m| m["parts"][0]["text"] == "stop that")
+        .unwrap_or_else(|| panic!("the message in the history: {task}"));
+    assert_eq!(sent["metadata"]["interrupt"], true, "{sent}");
+    assert_eq!(sent["metadata"]["participant_id"], "alice", "{sent}");
+}
+
+#[test]
+fn push_configs_are_added_listed_and_removed() {
+    let server = ServerBuilder::new(local_server_binary(), scratch())
+        .allow_private_webhooks()
+        .start();
+    let url = server.url.as_str();
+    let task = th(
+        url,
+        &[
+            "--as", "alice", "--json", "new", "--name", "N", "--goal", "G", "go",
+        ],
+    )
+    .ok()
+    .json();
+    let id = task["id"].as_str().expect("id");
+    let hook = "http://127.0.0.1:9/hook";
+    let added = th(
+        url,
+        &["--as", "alice", "push", "add", id, hook, "--id", "p1"],
+    )
+    .ok();
+    assert_eq!(added.stdout.trim(), format!("p1\t{hook}"));
+    let listed = th(url, &["--as", "alice", "push", "ls", id]).ok();
+    assert_eq!(listed.stdout.trim(), format!("p1\t{hook}"));
+    th(url, &["--as", "alice", "push", "rm", id, "p1"]).ok();
+    let listed = th(url, &["--as", "alice", "push", "ls", id]).ok();
+    assert!(listed.stdout.trim().is_empty(), "{}", listed.stdout);
+    let unknown = th(url, &["--as", "alice", "push", "ls", "no-such-task"]);
+    assert_eq!(unknown.code, 3, "{}", unknown.stderr);
+}
