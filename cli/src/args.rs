@@ -17,6 +17,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct Global {
     /// Base URL of the service (its agent card is read there).
     #[arg(
@@ -41,7 +42,7 @@ pub struct Global {
 pub enum Command {
     /// Show the agent card: name, bindings, capabilities and extensions.
     Card,
-    /// List your tasks (ListTasks), newest first: id, state, name.
+    /// List your tasks (ListTasks): id, state and name, one per line.
     Tasks(TasksArgs),
     /// Create a task from a task envelope (name, goal, criteria, participants) and a first text.
     New(NewArgs),
@@ -52,8 +53,10 @@ pub enum Command {
     /// Follow a task live until it ends; answer a help request addressed to you when asked.
     ///
     /// Prints state changes, the plan with its step states, sub-task states and the agent's
-    /// text. On a terminal, a help request prompts for the answer and sends it; otherwise
-    /// `watch` prints the question and exits with 0 (answer with `th answer`).
+    /// text. When the task waits on a help request and `--as` is one of its participants: on
+    /// a terminal, th prompts for the answer and sends it as `--as`; otherwise it prints the
+    /// question and exits with 0 (answer with `th answer`). The request's message does not
+    /// name whom it asks; the server records an answer from anyone else as a comment.
     Watch(TaskArg),
     /// Answer a help request: send TEXT to a task waiting on you.
     Answer(AnswerArgs),

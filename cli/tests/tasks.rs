@@ -179,6 +179,27 @@ fn the_card_and_completions_print() {
     assert!(card.contains("binding: JSONRPC"), "{card}");
     let card = th(url, &["--json", "card"]).ok().json();
     assert!(card["supportedInterfaces"].is_array(), "{card}");
+    for command in [
+        "card",
+        "tasks",
+        "new",
+        "send",
+        "show",
+        "watch",
+        "answer",
+        "cancel",
+        "model",
+        "effort",
+        "criteria",
+        "push",
+        "completions",
+    ] {
+        let help = th(url, &[command, "--help"]).ok().stdout;
+        assert!(
+            help.contains("Usage: th ") && help.contains("Global options"),
+            "{help}"
+        );
+    }
     for shell in ["bash", "zsh", "fish"] {
         let script = th(url, &["completions", shell]).ok().stdout;
         assert!(script.contains("th"), "{shell}: {script}");
