@@ -92,15 +92,21 @@ fn observe(event: &Value, seen: &mut Seen, me: Option<&str>, json_out: bool) -> 
         )
     } else {
         if !json_out {
-            let body = event
-                .get("artifactUpdate")
-                .map(|a| &a["artifact"])
-                .or_else(|| event.get("message"));
-            if let Some(body) = body {
-                let text = render::message_text(body);
+            if let Some(update) = event.get("artifactUpdate") {
+                let artifact = &update["artifact"];
+                // A chunk appended to an artifact goes on under its first chunk's heading.
+                if update["append"] != true {
+                    let name = artifact["name"]
+                        .as_str()
+                        .or(artifact["artifactId"].as_str());
+                    println!("artifact {}:", name.unwrap_or("?"));
+                }
+                let text = render::message_text(artifact);
                 if !text.is_empty() {
                     println!("{text}");
                 }
+            } else if let Some(message) = event.get("message") {
+                println!("{}", render::message_text(message));
             }
         }
         return Next::Continue;

@@ -21,7 +21,9 @@ fn asking_script() -> Value {
             {"name": "Ask the customer", "description": "ask alice"}]}}]},
         {"tool_calls": [{"name": "ask_participant", "arguments": {
             "participant_id": "alice", "question": QUESTION}}]},
-        {"echo_input": true}
+        {"tool_calls": [{"name": "complete_step", "arguments": {
+            "step": "Ask the customer", "output": "full refund"}}]},
+        {"text": "Refunding in full."}
     ]})
 }
 
@@ -61,6 +63,10 @@ fn watch_stops_at_a_help_request_which_answer_resolves() {
     let watched = th(url, &["--as", "alice", "watch", &id]).ok().stdout;
     assert!(watched.contains("state: input-required"), "{watched}");
     assert!(
+        watched.contains("plan:\n  [pending] Ask the customer"),
+        "{watched}"
+    );
+    assert!(
         watched.contains(&format!("help request: {QUESTION}")),
         "{watched}"
     );
@@ -80,7 +86,12 @@ fn watch_stops_at_a_help_request_which_answer_resolves() {
     let answered = th(url, &["--as", "alice", "answer", &id, "Full."])
         .ok()
         .stdout;
-    assert!(answered.contains("Reply from alice"), "{answered}");
+    assert!(answered.contains("Refunding in full."), "{answered}");
+    let shown = th(url, &["--as", "alice", "show", &id]).ok().stdout;
+    assert!(
+        shown.contains("  [done] Ask the customer -> full refund"),
+        "{shown}"
+    );
 
     th(url, &["--as", "alice", "model", &id, "echo"]).ok();
     th(url, &["--as", "alice", "effort", &id, "high"]).ok();
@@ -152,8 +163,9 @@ fn watch_on_a_terminal_prompts_for_the_answer_and_ends_with_the_task() {
     assert!(out.lock().unwrap().contains(QUESTION));
     child.stdin.as_mut().unwrap().write_all(b"Full.\n").unwrap();
 
-    // The answer reached the agent, whose next turn echoes it; the watch follows on.
-    wait_for(&out, "Reply from alice");
+    // The answer resumed the run: the watch shows the step done and the agent's text.
+    wait_for(&out, "[done] Ask the customer -> full refund");
+    wait_for(&out, "Refunding in full.");
     th(url, &["--as", "alice", "cancel", &id]).ok();
     wait_for(&out, "state: canceled");
     let deadline = Instant::now() + test_support::WAIT;
