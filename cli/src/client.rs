@@ -1,7 +1,9 @@
 //! The A2A client: the agent card, JSON-RPC calls, the SSE stream of SubscribeToTask, and
 //! the errors mapped to plain words and exit codes.
 
+use a2a::jsonrpc::methods;
 use futures::{Stream, StreamExt};
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::args::Global;
@@ -106,8 +108,8 @@ impl Client {
         let mut req = self
             .http
             .request(method, url)
-            .header("A2A-Version", "1.0")
-            .header("A2A-Extensions", TASK_EXTENSION_URI);
+            .header(a2a::SVC_PARAM_VERSION, a2a::VERSION)
+            .header(a2a::SVC_PARAM_EXTENSIONS, TASK_EXTENSION_URI);
         if let Some(p) = &self.participant {
             req = req.header("X-Participant-Id", p);
         }
@@ -136,14 +138,12 @@ impl Client {
         if let Some(url) = &self.endpoint {
             return Ok(url.clone());
         }
-        let card = self.card().await?;
-        let url = card["supportedInterfaces"]
-            .as_array()
+        let card: a2a::AgentCard = checked(self.card().await?, "agent card")?;
+        let url = card
+            .supported_interfaces
             .into_iter()
-            .flatten()
-            .find(|i| i["protocolBinding"] == "JSONRPC")
-            .and_then(|i| i["url"].as_str())
-            .map(str::to_owned)
+            .find(|i| i.protocol_binding == a2a::TRANSPORT_PROTOCOL_JSONRPC)
+            .map(|i| i.url)
             .ok_or_else(|| {
                 CliError::Refused("the agent card names no JSON-RPC endpoint".to_owned())
             })?;
@@ -190,7 +190,7 @@ impl Client {
         let resp = self
             .request(reqwest::Method::POST, &url)
             .header("Accept", "text/event-stream")
-            .json(&Self::body("SubscribeToTask", json!({"id": task})))
+            .json(&Self::body(methods::SUBSCRIBE_TO_TASK, json!({"id": task})))
             .send()
             .await
             .map_err(|e| network_error(&e))?;
@@ -216,10 +216,19 @@ impl Client {
             })?;
             match value.get("error") {
                 Some(error) => Err(rpc_error(error)),
-                None => Ok(value.get("result").cloned().unwrap_or(value)),
+                None => {
+                    let event = value.get("result").cloned().unwrap_or(value);
+                    checked::<a2a::StreamResponse>(event.clone(), "stream event").map(|_| event)
+                }
             }
         }))
     }
+}
+
+/// `value` if it reads as the A2A object `T` (a server that answers otherwise is broken).
+pub fn checked<T: DeserializeOwned>(value: Value, what: &str) -> Result<T, CliError> {
+    serde_json::from_value(value)
+        .map_err(|_| CliError::Failure(format!("the server's {what} is not a valid A2A object")))
 }
 
 /// The `data:` payloads of an SSE byte stream, one per event.

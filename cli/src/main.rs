@@ -7,11 +7,12 @@ mod messages;
 mod render;
 mod watch;
 
+use a2a::jsonrpc::methods;
 use clap::{CommandFactory, Parser};
 use serde_json::{Value, json};
 
 use args::{Cli, Command, PushCommand};
-use client::{CliError, Client};
+use client::{CliError, Client, checked};
 use messages::{envelope_part, message, text_part};
 
 #[tokio::main(flavor = "current_thread")]
@@ -52,7 +53,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             if let Some(token) = &a.page_token {
                 params["pageToken"] = json!(token);
             }
-            let list = client.call("ListTasks", params).await?;
+            let list = client.call(methods::LIST_TASKS, params).await?;
+            checked::<a2a::ListTasksResponse>(list.clone(), "task list")?;
             if json_out {
                 render::print_json(&list);
             } else {
@@ -109,7 +111,10 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             .await?;
         }
         Command::Show(a) => {
-            let task = client.call("GetTask", json!({"id": a.task})).await?;
+            let task = client
+                .call(methods::GET_TASK, json!({"id": a.task}))
+                .await?;
+            checked::<a2a::Task>(task.clone(), "task")?;
             if json_out {
                 render::print_json(&task);
             } else {
@@ -117,7 +122,10 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             }
         }
         Command::Cancel(a) => {
-            let task = client.call("CancelTask", json!({"id": a.task})).await?;
+            let task = client
+                .call(methods::CANCEL_TASK, json!({"id": a.task}))
+                .await?;
+            checked::<a2a::Task>(task.clone(), "task")?;
             print_task_outcome(&task, json_out);
         }
         Command::Model(a) => {
@@ -138,7 +146,10 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             applied(&answer, "reasoning_effort", a.level.as_str())?;
         }
         Command::Criteria(a) => {
-            let task = client.call("GetTask", json!({"id": a.task})).await?;
+            let task = client
+                .call(methods::GET_TASK, json!({"id": a.task}))
+                .await?;
+            checked::<a2a::Task>(task.clone(), "task")?;
             let criteria = messages::mark_criteria(
                 &render::extension(&task)["acceptance_criteria"],
                 &a.met,
@@ -166,10 +177,11 @@ async fn run(cli: Cli) -> Result<(), CliError> {
 async fn send(client: &mut Client, json_out: bool, message: Value) -> Result<Value, CliError> {
     let spinner = watch::Spinner::start();
     let answer = client
-        .call("SendMessage", json!({"message": message}))
+        .call(methods::SEND_MESSAGE, json!({"message": message}))
         .await;
     spinner.stop();
     let answer = answer?;
+    checked::<a2a::SendMessageResponse>(answer.clone(), "answer")?;
     if let Some(task) = answer.get("task") {
         let status = render::message_text(&task["status"]["message"]);
         let refused = status.starts_with("message not accepted");
@@ -235,9 +247,8 @@ async fn push(client: &mut Client, json_out: bool, command: PushCommand) -> Resu
             if let Some(token) = &a.push_token {
                 params["token"] = json!(token);
             }
-            let config = client
-                .call("CreateTaskPushNotificationConfig", params)
-                .await?;
+            let config = client.call(methods::CREATE_PUSH_CONFIG, params).await?;
+            checked::<a2a::TaskPushNotificationConfig>(config.clone(), "push config")?;
             if json_out {
                 render::print_json(&config);
             } else {
@@ -246,8 +257,9 @@ async fn push(client: &mut Client, json_out: bool, command: PushCommand) -> Resu
         }
         PushCommand::Ls(a) => {
             let list = client
-                .call("ListTaskPushNotificationConfigs", json!({"taskId": a.task}))
+                .call(methods::LIST_PUSH_CONFIGS, json!({"taskId": a.task}))
                 .await?;
+            checked::<a2a::ListTaskPushNotificationConfigsResponse>(list.clone(), "config list")?;
             if json_out {
                 render::print_json(&list);
             } else {
@@ -263,7 +275,7 @@ async fn push(client: &mut Client, json_out: bool, command: PushCommand) -> Resu
         PushCommand::Rm(a) => {
             let done = client
                 .call(
-                    "DeleteTaskPushNotificationConfig",
+                    methods::DELETE_PUSH_CONFIG,
                     json!({"taskId": a.task, "id": a.id}),
                 )
                 .await?;

@@ -70,7 +70,9 @@ pub async fn watch(client: &mut Client, task: &str, json_out: bool) -> Result<()
                 vec![text_part(&answer)],
             );
             let params = json!({"message": m, "configuration": {"returnImmediately": true}});
-            let sent = client.call("SendMessage", params).await?;
+            let sent = client
+                .call(a2a::jsonrpc::methods::SEND_MESSAGE, params)
+                .await?;
             let status = render::message_text(&sent["task"]["status"]["message"]);
             if status.starts_with("message not accepted") {
                 return Err(CliError::Refused(status));
