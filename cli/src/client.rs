@@ -269,3 +269,56 @@ fn sse_frames(
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a2a_errors_map_to_words_and_exit_codes() {
+        let error =
+            |code: i64, message: &str| rpc_error(&json!({"code": code, "message": message}));
+        assert_eq!(error(-32001, "Task not found: t-1").exit_code(), 3);
+        assert_eq!(
+            error(-32001, "x").message(),
+            "task not found (or you are not one of its participants)"
+        );
+        assert_eq!(
+            error(-32602, "no participant asserted").message(),
+            "invalid request: no participant asserted"
+        );
+        assert_eq!(error(-32004, "terminal").exit_code(), 3);
+        assert_eq!(
+            error(-32002, "only a reporter").message(),
+            "only a reporter"
+        );
+        assert_eq!(error(-32603, "internal error").exit_code(), 4);
+        assert_eq!(error(-32700, "parse error").exit_code(), 4);
+    }
+
+    #[test]
+    fn answers_that_are_not_a2a_objects_are_server_failures() {
+        let bad = checked::<a2a::Task>(json!({"id": 1}), "task").unwrap_err();
+        assert_eq!(bad.exit_code(), 4);
+        assert_eq!(bad.message(), "the server's task is not a valid A2A object");
+    }
+
+    #[tokio::test]
+    async fn sse_frames_skip_comments_and_read_crlf_and_split_chunks() {
+        let chunks = [
+            ": keep-alive\r\n\r\ndata: {\"a\":",
+            "1}\r\n\r\ndata: {\"b\":2}\n\n",
+            "data: 3",
+        ];
+        let body =
+            futures::stream::iter(chunks.map(|c| Ok::<_, reqwest::Error>(bytes::Bytes::from(c))));
+        let frames: Vec<String> = sse_frames(body)
+            .map(|f| f.map_err(|e| e.message().to_owned()))
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(frames, ["{\"a\":1}", "{\"b\":2}", "3"]);
+    }
+}
