@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
 
+use a2a::jsonrpc::methods;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -40,7 +41,12 @@ pub async fn watch(client: &mut Client, task: &str, json_out: bool) -> Result<()
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let mut seen = Seen::default();
     loop {
-        let mut events = Box::pin(client.subscribe(task).await?);
+        let events = match client.subscribe(task).await {
+            Ok(events) => events,
+            // A finished task cannot be subscribed to: show how it ended.
+            Err(err) => return finished(client, task, err, &mut seen, json_out).await,
+        };
+        let mut events = Box::pin(events);
         let mut help = None;
         while let Some(event) = events.next().await {
             let event = event?;
@@ -80,6 +86,29 @@ pub async fn watch(client: &mut Client, task: &str, json_out: bool) -> Result<()
         }
         // The stream ended at an interrupted state (or an answer was sent): follow on.
     }
+}
+
+/// The task, read when SubscribeToTask refused with `err`: printed if it is over, else `err`.
+async fn finished(
+    client: &mut Client,
+    task: &str,
+    err: CliError,
+    seen: &mut Seen,
+    json_out: bool,
+) -> Result<(), CliError> {
+    let Ok(current) = client.call(methods::GET_TASK, json!({"id": task})).await else {
+        return Err(err);
+    };
+    let state = current["status"]["state"].as_str().unwrap_or("");
+    if !TERMINAL.contains(&state) {
+        return Err(err);
+    }
+    let event = json!({"task": current});
+    if json_out {
+        render::print_json(&event);
+    }
+    observe(&event, seen, None, json_out);
+    Ok(())
 }
 
 /// Prints what changed with this event; says whether to stop or answer.

@@ -180,3 +180,48 @@ fn watch_on_a_terminal_prompts_for_the_answer_and_ends_with_the_task() {
     let out = out.lock().unwrap();
     assert!(!out.contains('\x1b'), "no colour with NO_COLOR: {out:?}");
 }
+
+#[test]
+fn sub_tasks_show_with_their_mirrored_state_and_a_finished_task_watches_to_its_end() {
+    let (server, _dir) = scripted_server(json!({"tasks": {
+        "Parent": {"turns": [
+            {"tool_calls": [{"name": "spawn_subtask", "arguments": {
+                "name": "Child", "goal": "check the ledger"}}]},
+            {"text": "waiting for the child"},
+            {"text": "the child is done"}
+        ]},
+        "Child": {"turns": [{"text": "the ledger balances"}]}
+    }}));
+    let url = server.url.as_str();
+    let parent = th(
+        url,
+        &[
+            "--as", "alice", "--json", "new", "--name", "Parent", "--goal", "check", "go",
+        ],
+    )
+    .ok()
+    .json();
+    let id = parent["id"].as_str().expect("id");
+    let child = format!("{id}.1");
+    let deadline = Instant::now() + test_support::WAIT;
+    let shown = loop {
+        let shown = th(url, &["--as", "alice", "show", id]).ok().stdout;
+        if shown.contains(&format!("sub-tasks:\n  {child} completed"))
+            && shown.contains("state:  input-required")
+        {
+            break shown;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the child never completed:\n{shown}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(shown.contains("status: the child is done"), "{shown}");
+
+    let watched = th(url, &["--as", "alice", "watch", &child]).ok().stdout;
+    assert!(
+        watched.starts_with("state: completed\nthe ledger balances"),
+        "{watched}"
+    );
+}
