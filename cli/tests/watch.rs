@@ -225,3 +225,50 @@ fn sub_tasks_show_with_their_mirrored_state_and_a_finished_task_watches_to_its_e
         "{watched}"
     );
 }
+
+/// What `th ARGS` prints on a pseudo-terminal (`script(1)`), with `NO_COLOR` set or not.
+fn on_a_terminal(url: &str, args: &str, no_color: bool) -> String {
+    let command = format!("{} --url {url} {args}", env!("CARGO_BIN_EXE_th"));
+    let mut script = std::process::Command::new("script");
+    script
+        .args(["-qfec", &command, "/dev/null"])
+        .stdin(Stdio::null());
+    if no_color {
+        script.env("NO_COLOR", "1");
+    } else {
+        script.env_remove("NO_COLOR");
+    }
+    let out = script.output().expect("script(1)");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn states_are_coloured_on_a_terminal_unless_no_color_is_set() {
+    let server = server();
+    let url = server.url.as_str();
+    th(
+        url,
+        &["--as", "alice", "new", "--name", "N", "--goal", "G", "go"],
+    )
+    .ok();
+    let coloured = on_a_terminal(url, "--as alice tasks", false);
+    assert!(
+        coloured.contains("\x1b[33minput-required\x1b[0m"),
+        "{coloured:?}"
+    );
+    let plain = on_a_terminal(url, "--as alice tasks", true);
+    assert!(
+        plain.contains("input-required") && !plain.contains('\x1b'),
+        "{plain:?}"
+    );
+    let piped = th_command(url, &["--as", "alice", "tasks"])
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("th");
+    let piped = String::from_utf8_lossy(&piped.stdout);
+    assert!(
+        piped.contains("input-required") && !piped.contains('\x1b'),
+        "{piped:?}"
+    );
+}
