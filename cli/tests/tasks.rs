@@ -276,3 +276,51 @@ fn push_configs_are_added_listed_and_removed() {
     let unknown = th(url, &["--as", "alice", "push", "ls", "no-such-task"]);
     assert_eq!(unknown.code, 3, "{}", unknown.stderr);
 }
+
+#[test]
+fn tasks_are_listed_a_page_at_a_time() {
+    let server = server();
+    let url = server.url.as_str();
+    for name in ["First", "Second"] {
+        th(
+            url,
+            &["--as", "alice", "new", "--name", name, "--goal", "G", "go"],
+        )
+        .ok();
+    }
+    let first = th(url, &["--as", "alice", "tasks", "--page-size", "1"]).ok();
+    assert_eq!(first.stdout.lines().count(), 1, "{}", first.stdout);
+    let token = first
+        .stderr
+        .trim()
+        .strip_prefix("next page: --page-token ")
+        .unwrap_or_else(|| panic!("a next page: {}", first.stderr));
+    let second = th(
+        url,
+        &[
+            "--as",
+            "alice",
+            "tasks",
+            "--page-size",
+            "1",
+            "--page-token",
+            token,
+        ],
+    )
+    .ok();
+    assert_eq!(second.stdout.lines().count(), 1, "{}", second.stdout);
+    assert_ne!(first.stdout, second.stdout);
+    let names: String = [first.stdout, second.stdout].concat();
+    assert!(
+        names.contains("\tFirst\n") && names.contains("\tSecond\n"),
+        "{names}"
+    );
+
+    let bad = th(url, &["--as", "alice", "tasks", "--page-size", "0"]);
+    assert_eq!(bad.code, 3, "{}", bad.stderr);
+    assert!(
+        bad.stderr.starts_with("th: invalid request:"),
+        "{}",
+        bad.stderr
+    );
+}

@@ -93,6 +93,11 @@ fn watch_stops_at_a_help_request_which_answer_resolves() {
         "{shown}"
     );
 
+    let catalog = th(url, &["--as", "alice", "model", &id]).ok().stdout;
+    assert!(
+        catalog.contains("scripted") && catalog.contains("echo"),
+        "{catalog}"
+    );
     th(url, &["--as", "alice", "model", &id, "echo"]).ok();
     th(url, &["--as", "alice", "effort", &id, "high"]).ok();
     let shown = th(url, &["--as", "alice", "show", &id]).ok().stdout;
