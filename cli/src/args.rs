@@ -122,7 +122,8 @@ pub struct SendArgs {
     pub task: String,
     /// The message.
     pub text: String,
-    /// Interrupt the agent's current run (`metadata.interrupt: true`).
+    /// Mark the message as an interrupt (`metadata.interrupt: true`); the service does not
+    /// act on it yet: the message is queued like any other.
     #[arg(long)]
     pub interrupt: bool,
 }
