@@ -9,8 +9,6 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-const EXT_KEY: &str = "io.github.madarauchiha-314.tiny-harness/task";
-
 fn agent_server(script: Value) -> Server {
     let setup = AgentSetup::new(script);
     let server = setup.builder().allow_private_webhooks().start();
@@ -21,7 +19,7 @@ fn agent_server(script: Value) -> Server {
 
 /// The extension a stream event (or webhook body) carries in a status update, if any.
 fn carried(event: &Value) -> Option<&Value> {
-    event["statusUpdate"]["metadata"].get(EXT_KEY)
+    event["statusUpdate"]["metadata"].get(TASK_METADATA_KEY)
 }
 
 /// `name:state` of each step of a carried extension's plan (empty without a plan).

@@ -101,9 +101,7 @@ async fn a_subscriber_on_one_instance_sees_the_plan_another_instance_makes() {
     let events = followed.collect().await;
     let steps: Vec<String> = events
         .iter()
-        .filter_map(|e| {
-            e["statusUpdate"]["metadata"].get("io.github.madarauchiha-314.tiny-harness/task")
-        })
+        .filter_map(|e| e["statusUpdate"]["metadata"].get(TASK_METADATA_KEY))
         .map(|ext| {
             ext["plan"]["steps"][0]["state"]
                 .as_str()

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tempfile::TempDir;
 pub use test_support::{Server, ServerBuilder};
 
@@ -38,17 +38,7 @@ pub fn scripted_server(script: Value) -> (Server, TempDir) {
         .prefix("th-agent-")
         .tempdir_in(scratch())
         .expect("dir");
-    let script_path = dir.path().join("script.json");
-    std::fs::write(&script_path, script.to_string()).expect("script");
-    let catalog = dir.path().join("catalog.json");
-    let models = json!({
-        "default_model": "scripted",
-        "models": [
-            {"id": "scripted", "provider": "scripted", "settings": {"script": script_path}},
-            {"id": "echo", "provider": "echo"}
-        ]
-    });
-    std::fs::write(&catalog, models.to_string()).expect("catalog");
+    let catalog = test_support::scripted_catalog(dir.path(), &script);
     let server = ServerBuilder::new(local_server_binary(), scratch())
         .arg("--model-catalog")
         .arg(catalog.to_str().expect("utf-8"))

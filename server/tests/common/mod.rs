@@ -93,17 +93,7 @@ pub struct AgentSetup {
 impl AgentSetup {
     pub fn new(script: Value) -> Self {
         let dir = scratch_dir("agent-");
-        let script_path = dir.path().join("script.json");
-        std::fs::write(&script_path, script.to_string()).expect("script");
-        let catalog = dir.path().join("catalog.json");
-        let models = json!({
-            "default_model": "scripted",
-            "models": [
-                {"id": "scripted", "provider": "scripted", "settings": {"script": script_path}},
-                {"id": "echo", "provider": "echo"}
-            ]
-        });
-        std::fs::write(&catalog, models.to_string()).expect("catalog");
+        let catalog = scripted_catalog(dir.path(), &script);
         let skills = dir.path().join("skills");
         std::fs::create_dir_all(skills.join("refunds/references")).expect("skills");
         for (file, content) in REFUNDS_SKILL {

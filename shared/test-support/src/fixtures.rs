@@ -1,5 +1,6 @@
 //! Message builders and readers of tasks and events: the JSON the tests send and look into.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
@@ -179,4 +180,22 @@ pub fn history_texts(task: &Value) -> Vec<String> {
         .iter()
         .map(|m| m["parts"][0]["text"].as_str().unwrap_or("").to_owned())
         .collect()
+}
+
+/// Writes `script` (the `scripted` model's format, see `models::scripted`) and a model catalog
+/// whose default model plays it (with `echo` beside it) into `dir`; returns the catalog's path,
+/// for `--model-catalog`.
+pub fn scripted_catalog(dir: &Path, script: &Value) -> PathBuf {
+    let script_path = dir.join("script.json");
+    std::fs::write(&script_path, script.to_string()).expect("script");
+    let catalog = dir.join("catalog.json");
+    let models = json!({
+        "default_model": "scripted",
+        "models": [
+            {"id": "scripted", "provider": "scripted", "settings": {"script": script_path}},
+            {"id": "echo", "provider": "echo"}
+        ]
+    });
+    std::fs::write(&catalog, models.to_string()).expect("catalog");
+    catalog
 }
