@@ -383,6 +383,7 @@ fn reply(output: Option<ConverseOutput>) -> Result<ModelReply, ModelError> {
     Ok(ModelReply {
         text: (!text.is_empty()).then_some(text),
         tool_calls,
+        usage: None,
     })
 }
 

@@ -115,11 +115,42 @@ impl ModelRequest {
     }
 }
 
+/// What one call cost, as the provider reported it (tokens).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens, cached ones included.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Prompt tokens read from the provider's cache, where it reports them (part of
+    /// `input_tokens`).
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+}
+
+impl Usage {
+    /// Input and output tokens together (what a budget counts).
+    pub fn total(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+
+    /// Adds `other` to these totals.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(other.cached_input_tokens);
+    }
+}
+
 /// A model's answer to one call.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelReply {
     pub text: Option<String>,
     pub tool_calls: Vec<ToolCall>,
+    /// The call's token usage, when the provider reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 impl ModelReply {
@@ -127,8 +158,29 @@ impl ModelReply {
         Self {
             text: Some(text.into()),
             tool_calls: Vec::new(),
+            usage: None,
         }
     }
+}
+
+/// Where a streaming call puts the model's text while it is generated.
+///
+/// Called from the provider's task as pieces arrive; implementations must be cheap and must
+/// not block (the runtime coalesces the pieces before anyone sees them).
+pub trait TextSink: Send + Sync {
+    /// The next piece of the reply's text.
+    fn text(&self, delta: &str);
+
+    /// A new attempt of the same call starts (a retry after a transient failure): the text
+    /// streamed so far is void.
+    fn restart(&self) {}
+}
+
+/// A sink that drops what it gets (calls nobody streams).
+pub struct NoSink;
+
+impl TextSink for NoSink {
+    fn text(&self, _delta: &str) {}
 }
 
 /// Why a model call failed. The texts are details for the logs: they may name the
@@ -151,6 +203,10 @@ pub enum ModelError {
     /// id, a request too large): not retried.
     #[error("the model provider refused the request: {0}")]
     Rejected(String),
+    /// The provider refused the request as longer than the model's context window: not
+    /// retried (the runtime compacts the conversation or refuses the message instead).
+    #[error("the request exceeds the model's context window: {0}")]
+    ContextOverflow(String),
     /// The configuration cannot work (a missing setting, an unreadable script).
     #[error("the model is misconfigured: {0}")]
     Misconfigured(String),
@@ -176,6 +232,7 @@ impl ModelError {
             ModelError::Unavailable(_) => "unavailable",
             ModelError::TimedOut(_) => "timed_out",
             ModelError::Rejected(_) => "rejected",
+            ModelError::ContextOverflow(_) => "context_overflow",
             ModelError::Misconfigured(_) => "misconfigured",
             ModelError::InvalidReply(_) => "invalid_reply",
         }
@@ -189,6 +246,9 @@ impl ModelError {
             ModelError::Unavailable(_) => "the model provider is unavailable",
             ModelError::TimedOut(_) => "the model provider timed out",
             ModelError::Rejected(_) => "the model provider refused the request",
+            ModelError::ContextOverflow(_) => {
+                "the conversation is too long for the model's context window"
+            }
             ModelError::Misconfigured(_) => "the model is misconfigured",
             ModelError::InvalidReply(_) => "the model's answer could not be read",
         }
@@ -199,6 +259,32 @@ impl ModelError {
 #[async_trait]
 pub trait Model: Send + Sync {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError>;
+
+    /// The same call, its text passed to `sink` piece by piece while the provider generates
+    /// it (the reply still carries the whole text). Default: the whole text in one piece once
+    /// the call returns.
+    async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelReply, ModelError> {
+        let reply = self.complete(request).await?;
+        if let Some(text) = reply.text.as_deref().filter(|t| !t.is_empty()) {
+            sink.text(text);
+        }
+        Ok(reply)
+    }
+}
+
+/// The context window of `model` in tokens: the catalog entry's `context_window`, else the
+/// provider's usual size (Bedrock's Claude models 200,000; OpenAI's current models 128,000;
+/// the offline models unbounded).
+pub fn context_window(model: &ModelSpec) -> u64 {
+    model.context_window.unwrap_or(match model.provider {
+        ProviderKind::Bedrock => 200_000,
+        ProviderKind::Openai => 128_000,
+        ProviderKind::Echo | ProviderKind::Scripted => u64::MAX,
+    })
 }
 
 /// The providers the catalog's entries name, with one retry policy for all.
@@ -251,15 +337,38 @@ impl Models {
 
     /// One turn: the provider of the request's model, retried on transient failures.
     pub async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
+        self.complete_streaming(request, &NoSink).await
+    }
+
+    /// One turn whose text goes to `sink` as it is generated, retried on transient failures
+    /// (`sink` is told of each new attempt).
+    pub async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelReply, ModelError> {
+        let provider = self.provider(request)?;
+        let mut first = true;
+        self.retry
+            .run(
+                || {
+                    if !std::mem::take(&mut first) {
+                        sink.restart();
+                    }
+                    provider.complete_streaming(request, sink)
+                },
+                &request.model.id,
+            )
+            .await
+    }
+
+    fn provider(&self, request: &ModelRequest) -> Result<&Arc<dyn Model>, ModelError> {
         let kind = request.model.provider;
-        let provider = self.providers.get(&kind).ok_or_else(|| {
+        self.providers.get(&kind).ok_or_else(|| {
             ModelError::Misconfigured(format!(
                 "model {:?} needs the {kind} provider, which this deployment does not configure",
                 request.model.id
             ))
-        })?;
-        self.retry
-            .run(|| provider.complete(request), &request.model.id)
-            .await
+        })
     }
 }

@@ -363,7 +363,11 @@ fn parse_reply(body: &[u8]) -> Result<ModelReply, ModelError> {
             arguments: arguments(call.function.arguments),
         })
         .collect();
-    Ok(ModelReply { text, tool_calls })
+    Ok(ModelReply {
+        text,
+        tool_calls,
+        usage: None,
+    })
 }
 
 /// A call's arguments as JSON: the string parsed, or kept as a string when it is not JSON

@@ -194,6 +194,7 @@ impl Model for ScriptedModel {
                     arguments: call.arguments.clone(),
                 })
                 .collect(),
+            usage: None,
         })
     }
 }

@@ -168,6 +168,7 @@ async fn tool_uses_are_parsed_with_their_ids_names_and_inputs() {
                     arguments: json!({}),
                 },
             ],
+            usage: None,
         }
     );
 }

@@ -59,6 +59,9 @@ pub struct ModelSpec {
     /// read by the provider, opaque here.
     #[serde(default)]
     pub settings: serde_json::Map<String, serde_json::Value>,
+    /// The model's context window in tokens; absent: the provider's usual size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
 }
 
 /// The configured models: ids, providers, default efforts, and the default model. Always
@@ -68,6 +71,10 @@ pub struct ModelSpec {
 pub struct ModelCatalog {
     default_model: String,
     models: Vec<ModelSpec>,
+    /// Tokens (input and output) a task may spend in all; `None`: unbounded. A server
+    /// option overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    task_token_budget: Option<u64>,
 }
 
 /// The catalog file as written, before its checks.
@@ -76,13 +83,16 @@ pub struct ModelCatalog {
 struct CatalogFile {
     default_model: String,
     models: Vec<ModelSpec>,
+    #[serde(default)]
+    task_token_budget: Option<u64>,
 }
 
 impl TryFrom<CatalogFile> for ModelCatalog {
     type Error = CatalogError;
 
     fn try_from(file: CatalogFile) -> Result<Self, CatalogError> {
-        ModelCatalog::new(file.default_model, file.models)
+        Ok(ModelCatalog::new(file.default_model, file.models)?
+            .with_task_token_budget(file.task_token_budget))
     }
 }
 
@@ -107,6 +117,7 @@ impl ModelCatalog {
         let catalog = Self {
             default_model: default_model.into(),
             models,
+            task_token_budget: None,
         };
         catalog.check()?;
         Ok(catalog)
@@ -128,8 +139,21 @@ impl ModelCatalog {
                 provider: ProviderKind::Echo,
                 default_effort: None,
                 settings: serde_json::Map::new(),
+                context_window: None,
             }],
+            task_token_budget: None,
         }
+    }
+
+    /// The same catalog with a per-task token budget (`None`: unbounded).
+    pub fn with_task_token_budget(mut self, budget: Option<u64>) -> Self {
+        self.task_token_budget = budget;
+        self
+    }
+
+    /// Tokens a task may spend in all, if bounded.
+    pub fn task_token_budget(&self) -> Option<u64> {
+        self.task_token_budget
     }
 
     fn check(&self) -> Result<(), CatalogError> {
@@ -432,6 +456,7 @@ mod tests {
             provider: ProviderKind::Echo,
             default_effort: None,
             settings: Default::default(),
+            context_window: None,
         };
         assert_eq!(ModelCatalog::new("a", vec![]), Err(CatalogError::Empty));
         assert_eq!(

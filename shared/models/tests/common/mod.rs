@@ -183,6 +183,7 @@ pub fn request_to(
                 Value::Object(map) => map,
                 _ => panic!("settings are an object"),
             },
+            context_window: None,
         },
         effort: None,
         system: "You are a helpful agent.".into(),
