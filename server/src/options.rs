@@ -69,6 +69,21 @@ pub struct Options {
     /// subscription) before the relayed sub-task fails as lost [default: 300].
     #[arg(long, env = names::REMOTE_LOST_AFTER_SECS)]
     pub remote_lost_after_secs: Option<String>,
+    /// The operator's instructions (the system prompt's first part) from a file [default:
+    /// the service's own; see docs/agent.md].
+    #[arg(long, env = names::INSTRUCTIONS_FILE)]
+    pub instructions_file: Option<String>,
+    /// The operator's instructions as text (instead of --instructions-file).
+    #[arg(long, env = names::INSTRUCTIONS)]
+    pub instructions: Option<String>,
+    /// Tokens (input and output) one task may spend in all; overrides the catalog's
+    /// `task_token_budget` [default: the catalog's, else unbounded].
+    #[arg(long, env = names::TASK_TOKEN_BUDGET)]
+    pub task_token_budget: Option<String>,
+    /// Seconds throttled, unavailable or timed-out model calls are retried, from the first
+    /// attempt [default: 60].
+    #[arg(long, env = names::MODEL_RETRY_DEADLINE_SECS)]
+    pub model_retry_deadline_secs: Option<String>,
     /// The lifetime of a runner's lease: how long a task whose runner died waits before
     /// another takes it over [default: 30].
     #[arg(long, env = names::LEASE_TTL_SECS)]
@@ -136,6 +151,10 @@ impl Options {
             names::MAX_TURNS => self.max_turns.clone(),
             names::REMOTE_LOST_AFTER_SECS => self.remote_lost_after_secs.clone(),
             names::LEASE_TTL_SECS => self.lease_ttl_secs.clone(),
+            names::INSTRUCTIONS_FILE => self.instructions_file.clone(),
+            names::INSTRUCTIONS => self.instructions.clone(),
+            names::TASK_TOKEN_BUDGET => self.task_token_budget.clone(),
+            names::MODEL_RETRY_DEADLINE_SECS => self.model_retry_deadline_secs.clone(),
             names::RATE_LIMIT => self.rate_limit.clone(),
             names::RATE_LIMIT_BURST => self.rate_limit_burst.clone(),
             _ => None,

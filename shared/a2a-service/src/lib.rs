@@ -19,8 +19,8 @@ pub mod view;
 mod views;
 
 pub use agents::{
-    Agent, AgentReply, ArtifactChunk, EchoAgent, ModelAgent, ModelAgentConfig, TckAgent,
-    TurnContext, TurnEnd, TurnWrite,
+    Agent, AgentReply, ArtifactChunk, DEFAULT_INSTRUCTIONS, EchoAgent, ModelAgent,
+    ModelAgentConfig, STREAMED_TEXT_ARTIFACT, TckAgent, TurnContext, TurnEnd, TurnWrite,
 };
 pub use api::{A2aApi, EventStream, RequestContext};
 pub use config::ServiceConfig;

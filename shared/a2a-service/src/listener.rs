@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::watch;
+use a2a::StreamResponse;
+use tokio::sync::{broadcast, watch};
 
 /// Told after every commit that appended events, and around the creation of a push config.
 pub trait EventListener: Send + Sync {
@@ -17,19 +18,34 @@ pub trait EventListener: Send + Sync {
 
     /// The config announced by `push_config_storing` is stored.
     fn push_config_stored(&self, task_id: &str);
+
+    /// An event that is not stored (a chunk of the model's text while it is generated): only
+    /// this process's streams following the task see it. Default: dropped.
+    fn transient(&self, _task_id: &str, _event: StreamResponse) {}
+}
+
+/// How many transient events a slow follower may fall behind before it misses some.
+const TRANSIENT_BACKLOG: usize = 256;
+
+/// One followed task: the count of its appends, and its transient events.
+struct Followed {
+    appends: watch::Sender<u64>,
+    transient: broadcast::Sender<StreamResponse>,
 }
 
 /// Wakes the streams of this process that follow a task as soon as events are appended to
 /// it (streams of other processes poll), then passes the news on. Keyed by task, so an
 /// append wakes only that task's followers.
 pub(crate) struct Wakeup {
-    followed: Mutex<HashMap<String, watch::Sender<u64>>>,
+    followed: Mutex<HashMap<String, Followed>>,
     next: Option<Arc<dyn EventListener>>,
 }
 
-/// A follower's handle on one task's appends; unregisters itself when dropped.
+/// A follower's handle on one task's appends and transient events; unregisters itself when
+/// dropped.
 pub(crate) struct Appends {
     changed: Option<watch::Receiver<u64>>,
+    transient: broadcast::Receiver<StreamResponse>,
     task_id: String,
     wakeup: Arc<Wakeup>,
 }
@@ -37,15 +53,57 @@ pub(crate) struct Appends {
 impl Appends {
     /// Resolves after the next append to the task in this process (at once if one happened
     /// since the last call or since subscribing).
+    #[cfg(test)]
     pub(crate) async fn next(&mut self) {
-        match &mut self.changed {
+        // Never fails: the sender lives in the map while we hold a receiver.
+        Self::changed(&mut self.changed).await;
+    }
+
+    /// Resolves after the next append (`None`) or with the next transient event, whichever
+    /// comes first.
+    pub(crate) async fn news(&mut self) -> Option<StreamResponse> {
+        let Self {
+            changed, transient, ..
+        } = self;
+        tokio::select! {
+            () = Self::changed(changed) => None,
+            event = Self::next_transient(transient) => Some(event),
+        }
+    }
+
+    async fn changed(changed: &mut Option<watch::Receiver<u64>>) {
+        match changed {
             Some(changed) => {
                 if changed.changed().await.is_err() {
-                    // Never: the sender lives in the map while we hold a receiver.
                     std::future::pending::<()>().await;
                 }
             }
             None => std::future::pending::<()>().await,
+        }
+    }
+
+    /// The next transient event of the task (waits for one; a follower that fell behind
+    /// skips what it missed).
+    async fn next_transient(transient: &mut broadcast::Receiver<StreamResponse>) -> StreamResponse {
+        loop {
+            match transient.recv().await {
+                Ok(event) => return event,
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
+                // Never: the sender lives in the map while we hold a receiver.
+                Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
+            }
+        }
+    }
+
+    /// The transient events already published and not yet taken, oldest first.
+    pub(crate) fn transient_ready(&mut self) -> Vec<StreamResponse> {
+        let mut ready = Vec::new();
+        loop {
+            match self.transient.try_recv() {
+                Ok(event) => ready.push(event),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+                Err(_) => return ready,
+            }
         }
     }
 }
@@ -56,7 +114,7 @@ impl Drop for Appends {
         let mut followed = self.wakeup.lock();
         if followed
             .get(&self.task_id)
-            .is_some_and(|s| s.receiver_count() == 0)
+            .is_some_and(|f| f.appends.receiver_count() == 0)
         {
             followed.remove(&self.task_id);
         }
@@ -71,20 +129,23 @@ impl Wakeup {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<u64>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Followed>> {
         // A panic while holding this lock leaves the map consistent (one insert or remove).
         self.followed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Follows one task's appends from now on.
     pub(crate) fn subscribe(self: &Arc<Self>, task_id: &str) -> Appends {
-        let changed = self
-            .lock()
+        let mut followed = self.lock();
+        let entry = followed
             .entry(task_id.to_owned())
-            .or_insert_with(|| watch::Sender::new(0))
-            .subscribe();
+            .or_insert_with(|| Followed {
+                appends: watch::Sender::new(0),
+                transient: broadcast::Sender::new(TRANSIENT_BACKLOG),
+            });
         Appends {
-            changed: Some(changed),
+            changed: Some(entry.appends.subscribe()),
+            transient: entry.transient.subscribe(),
             task_id: task_id.to_owned(),
             wakeup: self.clone(),
         }
@@ -98,8 +159,8 @@ impl Wakeup {
 
 impl EventListener for Wakeup {
     fn events_appended(&self, task_id: &str) {
-        if let Some(sender) = self.lock().get(task_id) {
-            sender.send_modify(|n| *n = n.wrapping_add(1));
+        if let Some(followed) = self.lock().get(task_id) {
+            followed.appends.send_modify(|n| *n = n.wrapping_add(1));
         }
         if let Some(next) = &self.next {
             next.events_appended(task_id);
@@ -115,6 +176,13 @@ impl EventListener for Wakeup {
     fn push_config_stored(&self, task_id: &str) {
         if let Some(next) = &self.next {
             next.push_config_stored(task_id);
+        }
+    }
+
+    fn transient(&self, task_id: &str, event: StreamResponse) {
+        if let Some(followed) = self.lock().get(task_id) {
+            // No follower in this process: nobody to tell.
+            let _ = followed.transient.send(event);
         }
     }
 }
@@ -143,6 +211,40 @@ mod tests {
         assert!(!woken(&mut a1).await, "one wake per append");
         wakeup.events_appended("b");
         assert!(woken(&mut b).await);
+    }
+
+    fn chunk(text: &str) -> StreamResponse {
+        StreamResponse::ArtifactUpdate(a2a::TaskArtifactUpdateEvent {
+            task_id: "a".into(),
+            context_id: "c".into(),
+            artifact: a2a::Artifact {
+                artifact_id: "s".into(),
+                name: None,
+                description: None,
+                parts: vec![a2a::Part::text(text)],
+                metadata: None,
+                extensions: None,
+            },
+            append: Some(true),
+            last_chunk: None,
+            metadata: None,
+        })
+    }
+
+    #[tokio::test]
+    async fn transient_events_reach_only_the_followers_of_their_task() {
+        let wakeup = Arc::new(Wakeup::new(None));
+        let mut a = wakeup.subscribe("a");
+        let mut b = wakeup.subscribe("b");
+        wakeup.transient("a", chunk("one"));
+        wakeup.transient("a", chunk("two"));
+        assert_eq!(a.transient_ready(), vec![chunk("one"), chunk("two")]);
+        assert!(b.transient_ready().is_empty());
+        wakeup.transient("a", chunk("three"));
+        let next = tokio::time::timeout(Duration::from_secs(5), a.news()).await;
+        assert_eq!(next.ok(), Some(Some(chunk("three"))));
+        wakeup.transient("nobody", chunk("lost")); // no follower: dropped, nothing kept
+        assert_eq!(wakeup.followed_tasks(), 2);
     }
 
     #[tokio::test]

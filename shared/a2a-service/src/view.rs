@@ -17,24 +17,38 @@ use crate::error::ServiceError;
 /// sender's stream (or blocking call) knows which update answers it.
 pub const IN_REPLY_TO_KEY: &str = "io.github.madarauchiha-314.tiny-harness/in_reply_to";
 
-/// The task as a client sees it: status, the extension in metadata, and the history and
-/// artifacts when asked for.
+/// Task metadata: the tokens the task's model calls spent, in all and by model (the
+/// service's own key: the extension's object is closed).
+pub const USAGE_METADATA_KEY: &str = "io.github.madarauchiha-314.tiny-harness/usage";
+
+/// The task as a client sees it: status, the extension and the token usage in metadata, and
+/// the history and artifacts when asked for.
 pub fn task(
     record: &TaskRecord,
     history: Option<Vec<Message>>,
     artifacts: Option<Vec<Artifact>>,
 ) -> Task {
+    let mut metadata = HashMap::from([(TASK_METADATA_KEY.to_owned(), record.extension.to_value())]);
+    if !record.agent.usage.is_empty() {
+        metadata.insert(USAGE_METADATA_KEY.to_owned(), usage_value(record));
+    }
     Task {
         id: record.id.clone(),
         context_id: record.context_id.clone(),
         status: record.status.clone(),
         artifacts,
         history,
-        metadata: Some(HashMap::from([(
-            TASK_METADATA_KEY.to_owned(),
-            record.extension.to_value(),
-        )])),
+        metadata: Some(metadata),
     }
+}
+
+/// `{"total": {calls, input_tokens, output_tokens, cached_input_tokens}, "by_model": {id: …}}`.
+fn usage_value(record: &TaskRecord) -> Value {
+    let mut total = task_core::task::TokenUsage::default();
+    for usage in record.agent.usage.values() {
+        total.add(usage);
+    }
+    serde_json::json!({"total": total, "by_model": record.agent.usage})
 }
 
 /// What a refused sender sees of a task it may not see: only its id, context and a status

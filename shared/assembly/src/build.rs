@@ -55,13 +55,25 @@ pub fn offline_agent(settings: &Settings) -> Arc<dyn Agent> {
 }
 
 /// The model agent's setup over the offline providers: the catalog, the skills shipped with
-/// the service, the remote agents and how long one may go without answering, the turn limit.
+/// the service, the remote agents and how long one may go without answering, the turn limit,
+/// the operator's instructions, the token budget and how long model failures are retried.
 fn model_agent_config(settings: &Settings) -> ModelAgentConfig {
     let mut setup = ModelAgentConfig::for_catalog(settings.catalog.clone());
     setup.skills = Arc::new(a2a_service::config::load_skills(&settings.skills_dir));
     setup.remote_agents = settings.remote_agents.clone();
     setup.max_turns = settings.max_turns;
     setup.remote_lost_after = settings.remote_lost_after;
+    if let Some(instructions) = &settings.instructions {
+        setup.instructions.clone_from(instructions);
+    }
+    if settings.task_token_budget.is_some() {
+        setup.token_budget = settings.task_token_budget;
+    }
+    if let Some(deadline) = settings.model_retry_deadline {
+        setup.models = setup
+            .models
+            .with_retry(models::RetryPolicy::with_deadline(deadline));
+    }
     setup
 }
 

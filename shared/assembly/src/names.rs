@@ -27,6 +27,16 @@ pub const MAX_TURNS: &str = "TH_MAX_TURNS";
 /// Seconds a remote agent may go without answering a relay before the relayed sub-task fails
 /// as lost (`--remote-lost-after-secs`).
 pub const REMOTE_LOST_AFTER_SECS: &str = "TH_REMOTE_LOST_AFTER_SECS";
+/// The operator's instructions, the system prompt's first part: a file's path
+/// (`--instructions-file`).
+pub const INSTRUCTIONS_FILE: &str = "TH_INSTRUCTIONS_FILE";
+/// The operator's instructions as text (`--instructions`).
+pub const INSTRUCTIONS: &str = "TH_INSTRUCTIONS";
+/// Tokens a task may spend in all (`--task-token-budget`; overrides the catalog's).
+pub const TASK_TOKEN_BUDGET: &str = "TH_TASK_TOKEN_BUDGET";
+/// Seconds transient model failures are retried for, from the first attempt
+/// (`--model-retry-deadline-secs`).
+pub const MODEL_RETRY_DEADLINE_SECS: &str = "TH_MODEL_RETRY_DEADLINE_SECS";
 /// A runner's lease, in seconds (`--lease-ttl-secs`).
 pub const LEASE_TTL_SECS: &str = "TH_LEASE_TTL_SECS";
 /// Requests per second per caller (`--rate-limit`).
@@ -47,7 +57,7 @@ pub const JWT_JWKS_URL: &str = "TH_JWT_JWKS_URL";
 pub const JWT_ALGORITHMS: &str = "TH_JWT_ALGORITHMS";
 
 /// The local server's flag for each shared setting (for error messages).
-const FLAGS: [(&str, &str); 15] = [
+const FLAGS: [(&str, &str); 19] = [
     (BASE_URL, "--base-url"),
     (TABLE, "--table"),
     (DEFAULT_PARTICIPANT, "--default-participant"),
@@ -60,6 +70,10 @@ const FLAGS: [(&str, &str); 15] = [
     (REMOTE_AGENTS, "--remote-agent"),
     (MAX_TURNS, "--max-turns"),
     (REMOTE_LOST_AFTER_SECS, "--remote-lost-after-secs"),
+    (INSTRUCTIONS_FILE, "--instructions-file"),
+    (INSTRUCTIONS, "--instructions"),
+    (TASK_TOKEN_BUDGET, "--task-token-budget"),
+    (MODEL_RETRY_DEADLINE_SECS, "--model-retry-deadline-secs"),
     (LEASE_TTL_SECS, "--lease-ttl-secs"),
     (RATE_LIMIT, "--rate-limit"),
     (RATE_LIMIT_BURST, "--rate-limit-burst"),

@@ -74,6 +74,16 @@ pub struct Settings {
     /// `TH_REMOTE_LOST_AFTER_SECS`: how long a remote agent may go without answering a relay
     /// before the relayed sub-task fails as lost (default 300 s).
     pub remote_lost_after: Duration,
+    /// `TH_INSTRUCTIONS_FILE` (a file's path) or `TH_INSTRUCTIONS` (the text), not both:
+    /// the operator's part of the system prompt (default: the service's own instructions,
+    /// `a2a_service::DEFAULT_INSTRUCTIONS`).
+    pub instructions: Option<String>,
+    /// `TH_TASK_TOKEN_BUDGET`: tokens (input and output) a task may spend in all; overrides
+    /// the catalog's `task_token_budget` (default: the catalog's, else unbounded).
+    pub task_token_budget: Option<u64>,
+    /// `TH_MODEL_RETRY_DEADLINE_SECS`: how long transient model failures are retried,
+    /// from the first attempt (default: the models crate's, 60 s).
+    pub model_retry_deadline: Option<Duration>,
     /// `TH_LEASE_TTL_SECS`: how long a run's lease lasts unrenewed (default 30): a runner
     /// that dies is replaced by the sweeper after at most this long.
     pub lease_ttl: Duration,
@@ -130,6 +140,18 @@ impl FromLookup for Settings {
                 .map_err(|e| invalid(names::REMOTE_AGENTS, e))?,
         };
         let max_turns = positive(&lookup, names::MAX_TURNS, 50)?;
+        let task_token_budget = match lookup(names::TASK_TOKEN_BUDGET) {
+            None => None,
+            Some(_) => Some(positive(&lookup, names::TASK_TOKEN_BUDGET, 1u64)?),
+        };
+        let model_retry_deadline = match lookup(names::MODEL_RETRY_DEADLINE_SECS) {
+            None => None,
+            Some(_) => Some(Duration::from_secs(positive(
+                &lookup,
+                names::MODEL_RETRY_DEADLINE_SECS,
+                1u64,
+            )?)),
+        };
         let remote_lost_after =
             Duration::from_secs(positive(&lookup, names::REMOTE_LOST_AFTER_SECS, 300)?);
         Ok(Self {
@@ -146,6 +168,9 @@ impl FromLookup for Settings {
             remote_agents,
             max_turns,
             remote_lost_after,
+            instructions: instructions(&lookup)?,
+            task_token_budget,
+            model_retry_deadline,
             lease_ttl,
             rate_limit: rate_limit(&lookup)?,
         })
@@ -245,6 +270,36 @@ fn catalog(lookup: impl Fn(&'static str) -> Option<String>) -> Result<ModelCatal
         (None, Some(text)) => ModelCatalog::from_json(&text)
             .map_err(|e| invalid(names::MODEL_CATALOG_JSON, e.to_string())),
         (None, None) => Ok(ModelCatalog::echo_only()),
+    }
+}
+
+/// The operator's instructions from their file or their text (one of them), if set.
+fn instructions(
+    lookup: impl Fn(&'static str) -> Option<String>,
+) -> Result<Option<String>, ConfigError> {
+    match (
+        lookup(names::INSTRUCTIONS_FILE),
+        lookup(names::INSTRUCTIONS),
+    ) {
+        (Some(_), Some(_)) => Err(invalid(
+            names::INSTRUCTIONS,
+            format!(
+                "set together with {}: give the instructions one way",
+                names::INSTRUCTIONS_FILE
+            ),
+        )),
+        (Some(path), None) => match std::fs::read_to_string(&path) {
+            Ok(text) if !text.trim().is_empty() => Ok(Some(text.trim().to_owned())),
+            Ok(_) => Err(invalid(
+                names::INSTRUCTIONS_FILE,
+                format!("the instructions file {path} is empty"),
+            )),
+            Err(e) => Err(invalid(
+                names::INSTRUCTIONS_FILE,
+                format!("reading the instructions file {path}: {e}"),
+            )),
+        },
+        (None, text) => Ok(text.map(|t| t.trim().to_owned())),
     }
 }
 

@@ -307,6 +307,12 @@ impl Models {
         }
     }
 
+    /// The same providers under another retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
     /// Adds the network providers: `openai` (keys read from the environment) and `bedrock`
     /// over `sdk_config`.
     pub fn with_network_providers(

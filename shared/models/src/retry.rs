@@ -34,6 +34,26 @@ impl RetryPolicy {
         }
     }
 
+    /// Retries for about `deadline` from the first attempt (the default backoff). Until the
+    /// deadline-based policy lands, the attempts that fit in `deadline` with full backoff.
+    pub fn with_deadline(deadline: Duration) -> Self {
+        let mut policy = Self::default();
+        let mut spent = Duration::ZERO;
+        let mut attempts = 1;
+        while attempts < 1_000 {
+            let wait = policy
+                .base_delay
+                .saturating_mul(2u32.saturating_pow(attempts - 1));
+            spent += wait.min(policy.max_delay);
+            if spent > deadline {
+                break;
+            }
+            attempts += 1;
+        }
+        policy.attempts = attempts;
+        policy
+    }
+
     /// `attempts` calls with millisecond waits (tests of the retry path).
     pub fn quick(attempts: u32) -> Self {
         Self {

@@ -49,9 +49,51 @@ pub struct AgentState {
     /// On a parent: the relayed sub-task (proxy id) whose help request the parent's agent
     /// was woken with; the agent's next reply that asks no one is sent to it as the answer.
     pub answering: Option<String>,
+    /// Tokens the task's model calls spent so far, by model id (turns, compactions).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage: BTreeMap<String, TokenUsage>,
+}
+
+/// Tokens spent by a task's calls to one model, as the provider reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TokenUsage {
+    /// Model calls made.
+    pub calls: u64,
+    /// Prompt tokens, cached ones included.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Prompt tokens read from the provider's cache (part of `input_tokens`).
+    pub cached_input_tokens: u64,
+}
+
+impl TokenUsage {
+    /// Input and output tokens together: what a budget counts.
+    pub fn total(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.calls = self.calls.saturating_add(other.calls);
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(other.cached_input_tokens);
+    }
 }
 
 impl AgentState {
+    /// Tokens spent on every model together.
+    pub fn tokens_spent(&self) -> u64 {
+        self.usage.values().map(TokenUsage::total).sum()
+    }
+
+    /// Adds one call's usage under `model`.
+    pub fn spend(&mut self, model: &str, usage: &TokenUsage) {
+        self.usage.entry(model.to_owned()).or_default().add(usage);
+    }
+
     /// The id a parent's `TaskRef` gives its sub-task `child_id`: the remote task's id for a
     /// relayed child whose remote task is known, else `child_id`.
     pub fn listed_id<'a>(&'a self, child_id: &'a str) -> &'a str {

@@ -4,7 +4,9 @@
 use a2a::{Artifact, Message};
 use async_trait::async_trait;
 use serde_json::Value;
-use task_core::task::HelpRequest;
+use std::collections::BTreeMap;
+
+use task_core::task::{HelpRequest, TokenUsage};
 use task_store::{StoreError, StoredTask};
 
 use super::turn::TurnContext;
@@ -28,6 +30,10 @@ pub enum TurnEnd {
     AwaitAnswer(HelpRequest),
     /// A relayed sub-task: where the remote agent's task settled.
     Remote(RemoteEnd),
+    /// The agent cannot go on now and waits for the next message (INPUT_REQUIRED, awaiting
+    /// the next message), the reply saying why: the model provider was unavailable, the
+    /// token budget is spent, the message did not fit the model's context window.
+    Wait,
 }
 
 /// Where a remote agent's task settled, as a relay saw it.
@@ -83,6 +89,9 @@ pub struct AgentReply {
     pub end: TurnEnd,
     /// Transcript entries written with the run's outcome (the model's last turn).
     pub transcript: Vec<Value>,
+    /// Tokens spent by calls not yet committed (the last turn's), by model id: added to the
+    /// task's totals with the outcome.
+    pub usage: BTreeMap<String, TokenUsage>,
 }
 
 impl AgentReply {
@@ -93,6 +102,7 @@ impl AgentReply {
             artifacts: Vec::new(),
             end: TurnEnd::Lifecycle,
             transcript: Vec::new(),
+            usage: BTreeMap::new(),
         }
     }
 
@@ -104,11 +114,18 @@ impl AgentReply {
             artifacts: Vec::new(),
             end: TurnEnd::Fail(reason),
             transcript: Vec::new(),
+            usage: BTreeMap::new(),
         }
     }
 
     pub fn with_transcript(mut self, entries: Vec<Value>) -> Self {
         self.transcript = entries;
+        self
+    }
+
+    /// With the tokens its uncommitted calls spent, by model id.
+    pub fn with_usage(mut self, usage: BTreeMap<String, TokenUsage>) -> Self {
+        self.usage = usage;
         self
     }
 

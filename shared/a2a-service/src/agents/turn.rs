@@ -39,6 +39,10 @@ pub trait TurnHost: Send + Sync {
 
     /// The task's whole transcript, oldest entry first.
     async fn transcript(&self, task_id: &str) -> Result<Vec<Value>, StoreError>;
+
+    /// Shows `event` to the streams of this process that follow the task, without storing
+    /// it (a chunk of the model's text while it is generated).
+    fn stream(&self, task_id: &str, event: a2a::StreamResponse);
 }
 
 /// What an agent's run works with: the task (WORKING, as last committed), the message it
@@ -99,6 +103,11 @@ impl TurnContext<'_> {
     /// The task's whole transcript (earlier turns), oldest first.
     pub async fn transcript(&self) -> Result<Vec<Value>, StoreError> {
         self.host.transcript(&self.task.record.id).await
+    }
+
+    /// Shows `event` to this process's streams following the task; nothing is stored.
+    pub fn stream(&self, event: a2a::StreamResponse) {
+        self.host.stream(&self.task.record.id, event);
     }
 
     /// Commits one turn, built by `build` from the task as it is; if the task changed

@@ -161,6 +161,13 @@ impl Runner {
         }
     }
 
+    /// An event for this process's streams only (not stored).
+    pub(super) fn transient(&self, task_id: &str, event: a2a::StreamResponse) {
+        if let Some(listener) = &self.inner.listener {
+            listener.transient(task_id, event);
+        }
+    }
+
     pub(super) async fn read(&self, task_id: &str) -> Result<StoredTask, StoreError> {
         self.inner
             .store

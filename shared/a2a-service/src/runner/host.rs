@@ -23,6 +23,10 @@ impl TurnHost for Runner {
         self.inner.store.transcript(task_id, 0).await
     }
 
+    fn stream(&self, task_id: &str, event: StreamResponse) {
+        self.transient(task_id, event);
+    }
+
     async fn commit_turn(
         &self,
         task: &mut StoredTask,

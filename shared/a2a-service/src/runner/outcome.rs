@@ -111,6 +111,9 @@ impl Runner {
         transition: &Transition,
     ) -> Result<TaskUpdate, StoreError> {
         let mut next = current.record.clone();
+        for (model, usage) in &reply.usage {
+            next.agent.spend(model, usage);
+        }
         let message = status_message(&mut next, reply, &self.inner.config.agent_id);
         let bounded = Some(view::bounded(&message));
         let mid = Some(item.key.message_id.as_str());
@@ -215,6 +218,13 @@ fn answer_to_relay(
 /// remote waits on a help request, else awaiting-next-message.
 fn outcome_transition(record: &TaskRecord, end: &TurnEnd) -> Result<Transition, DomainError> {
     match (end, record.state()) {
+        // Whatever the lifecycle: the agent waits for the next message.
+        (TurnEnd::Wait, TaskState::Working) => Ok(Transition {
+            from: &[TaskState::Working],
+            to: TaskState::InputRequired,
+            sub_state: Some(SubState::AwaitingNextMessage),
+            runs_agent: false,
+        }),
         (TurnEnd::Remote(remote), TaskState::Working)
             if matches!(
                 remote.state,
@@ -253,7 +263,7 @@ fn turn_event(extension: &TaskExtension, end: &TurnEnd) -> LifecycleEvent {
             unresolved_sub_tasks: extension.unresolved_sub_tasks().next().is_some(),
         },
         TurnEnd::Reject => LifecycleEvent::Reject,
-        TurnEnd::Fail(_) => LifecycleEvent::RunFailed,
+        TurnEnd::Fail(_) | TurnEnd::Wait => LifecycleEvent::RunFailed,
         TurnEnd::TurnLimit => LifecycleEvent::TurnLimitReached,
         TurnEnd::Remote(remote) => match remote.state {
             TaskState::Completed => LifecycleEvent::AgentCompleted {

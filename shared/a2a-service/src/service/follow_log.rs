@@ -2,6 +2,8 @@
 //! or answering at once), SendStreamingMessage and SubscribeToTask. They read the log, so
 //! they work the same whichever process runs the task.
 
+use std::collections::VecDeque;
+
 use a2a::{SendMessageRequest, SendMessageResponse, StreamResponse, SubscribeToTaskRequest};
 use futures::{StreamExt, stream};
 use task_core::DomainError;
@@ -146,7 +148,7 @@ impl Service {
             (
                 store,
                 from_seq,
-                Vec::<StreamResponse>::new().into_iter(),
+                VecDeque::<StreamResponse>::new(),
                 false,
                 woken,
             ),
@@ -155,7 +157,7 @@ impl Service {
                 let message_id = message_id.clone();
                 async move {
                     loop {
-                        if let Some(event) = pending.next() {
+                        if let Some(event) = pending.pop_front() {
                             let state = view::event_state(&event);
                             let terminal = state.is_some_and(|s| lifecycle::TERMINAL.contains(s));
                             let answers = match (&message_id, view::event_in_reply_to(&event)) {
@@ -174,19 +176,19 @@ impl Service {
                         match store.events(&task_id, next, 100).await {
                             Ok(events) if events.is_empty() => {
                                 // An append in this process wakes us at once; another
-                                // process's append is seen at the next poll.
+                                // process's append is seen at the next poll. A transient
+                                // event (a chunk of the model's text) goes out as it comes.
                                 tokio::select! {
-                                    _ = woken.next() => {}
+                                    news = woken.news() => pending.extend(news),
                                     _ = tokio::time::sleep(poll) => {}
                                 }
                             }
                             Ok(events) => {
+                                // Transient events published before these appends were
+                                // committed come first: a reply's chunks precede its status.
+                                pending.extend(woken.transient_ready());
                                 next = events.last().map_or(next, |e| e.seq + 1);
-                                pending = events
-                                    .into_iter()
-                                    .map(|e| e.event)
-                                    .collect::<Vec<_>>()
-                                    .into_iter();
+                                pending.extend(events.into_iter().map(|e| e.event));
                             }
                             Err(err) => {
                                 return Some((
