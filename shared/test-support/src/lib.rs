@@ -2,7 +2,8 @@
 //! share: the real `local-server` binary as a child process ([`server`]), a client for both
 //! bindings ([`client`]) and the A2A methods through either ([`api`]) with their errors in one
 //! shape ([`outcome`]), SSE readers ([`sse`]), message builders and readers ([`fixtures`]),
-//! bounded waits ([`wait`]) and a webhook receiver ([`webhook`]).
+//! bounded waits ([`wait`]), a webhook receiver ([`webhook`]) and an OpenAI-compatible model
+//! server ([`openai_stub`]).
 //!
 //! Nothing here sleeps to make a test pass: waits are for an event to arrive, bounded by
 //! [`WAIT`] only so that a broken server fails a test instead of hanging it. A helper fails
@@ -12,6 +13,7 @@
 pub mod api;
 pub mod client;
 pub mod fixtures;
+pub mod openai_stub;
 pub mod outcome;
 pub mod server;
 pub mod sse;
@@ -21,6 +23,7 @@ pub mod webhook;
 pub use api::{Api, poll_state, poll_task};
 pub use client::{BOTH, Binding, Client, Reply};
 pub use fixtures::*;
+pub use openai_stub::{OpenAiStub, StubConfig, StubReply};
 pub use outcome::{ApiError, Refused};
 pub use server::{Server, ServerBuilder};
 pub use sse::{Events, Sse};
