@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{Request, Response, StatusCode, header};
+use axum::http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -37,6 +37,11 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+
+mod wire;
+
+use wire::Usage;
+pub use wire::{completion_tokens, prompt_tokens};
 
 /// The model name the stub's catalog entries send.
 pub const STUB_MODEL: &str = "stub-model";
@@ -224,83 +229,17 @@ impl Drop for OpenAiStub {
     }
 }
 
-/// The tokens the stub counts for a chat-completions request body (see the module's doc).
-pub fn prompt_tokens(body: &Value) -> u64 {
-    let mut chars = 0;
-    for message in body["messages"].as_array().into_iter().flatten() {
-        chars += content_chars(&message["content"]);
-        for call in message["tool_calls"].as_array().into_iter().flatten() {
-            chars += text_chars(&call["function"]["name"]);
-            chars += text_chars(&call["function"]["arguments"]);
-        }
-    }
-    if let Some(tools) = body.get("tools") {
-        chars += tools.to_string().chars().count();
-    }
-    tokens(chars)
-}
-
-/// The tokens the stub counts for a reply.
-pub fn completion_tokens(reply: &StubReply) -> u64 {
-    match reply {
-        StubReply::Text(text) => tokens(text.chars().count()),
-        StubReply::ToolCalls(calls) => tokens(
-            calls
-                .iter()
-                .map(|(name, arguments)| {
-                    name.chars().count() + arguments.to_string().chars().count()
-                })
-                .sum(),
-        ),
-    }
-}
-
-fn tokens(chars: usize) -> u64 {
-    (chars as u64).div_ceil(4)
-}
-
-fn text_chars(value: &Value) -> usize {
-    value.as_str().map_or(0, |s| s.chars().count())
-}
-
-/// A message's content: a string, or a list of parts whose texts count.
-fn content_chars(content: &Value) -> usize {
-    match content {
-        Value::Array(parts) => parts.iter().map(|p| text_chars(&p["text"])).sum(),
-        other => text_chars(other),
-    }
-}
-
-/// The text of the last `user` message (a string, or its text parts joined).
-fn last_user_text(body: &Value) -> String {
-    let last = body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .rev()
-        .find(|m| m["role"] == "user");
-    match last.map(|m| &m["content"]) {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(parts)) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
-        _ => String::new(),
-    }
-}
-
 async fn answer(state: &Arc<State>, request: Request<Incoming>) -> Response<Body> {
     if request.method() != "POST" || request.uri().path() != "/v1/chat/completions" {
-        return error(
-            StatusCode::NOT_FOUND,
-            json!({"message": "Invalid URL", "type": "invalid_request_error", "param": null, "code": null}),
-        );
+        return wire::invalid(StatusCode::NOT_FOUND, "Invalid URL");
     }
     let bytes = axum::body::to_bytes(Body::new(request.into_body()), usize::MAX)
         .await
         .unwrap_or_default();
     let Ok(body) = serde_json::from_slice::<Value>(&bytes) else {
-        return error(
+        return wire::invalid(
             StatusCode::BAD_REQUEST,
-            json!({"message": "We could not parse the JSON body of your request.",
-                   "type": "invalid_request_error", "param": null, "code": null}),
+            "We could not parse the JSON body of your request.",
         );
     };
     state.requests.lock().unwrap().push(body.clone());
@@ -312,29 +251,18 @@ async fn answer(state: &Arc<State>, request: Request<Incoming>) -> Response<Body
         tokio::time::sleep(delay).await;
     }
     if let Some(status) = take_failure(state) {
-        return failure(status);
+        return wire::failure(status);
     }
     let prompt = prompt_tokens(&body);
     if let Some(limit) = state.config.context_limit.filter(|limit| prompt > *limit) {
-        return error(
-            StatusCode::BAD_REQUEST,
-            json!({
-                "message": format!(
-                    "This model's maximum context length is {limit} tokens. However, your \
-                     messages resulted in {prompt} tokens. Please reduce the length of the messages."
-                ),
-                "type": "invalid_request_error",
-                "param": "messages",
-                "code": "context_length_exceeded",
-            }),
-        );
+        return wire::context_length_exceeded(limit, prompt);
     }
     let reply = state
         .replies
         .lock()
         .unwrap()
         .pop_front()
-        .unwrap_or_else(|| StubReply::Text(format!("echo: {}", last_user_text(&body))));
+        .unwrap_or_else(|| StubReply::Text(format!("echo: {}", wire::last_user_text(&body))));
     let n = {
         let mut answered = state.answered.lock().unwrap();
         *answered += 1;
@@ -345,62 +273,29 @@ async fn answer(state: &Arc<State>, request: Request<Incoming>) -> Response<Body
         completion: completion_tokens(&reply),
         cached: state.config.cached_tokens.min(prompt),
     };
-    let model = body["model"].as_str().unwrap_or(STUB_MODEL).to_owned();
+    let model = body["model"].as_str().unwrap_or(STUB_MODEL);
     if body["stream"] == true {
         let include_usage = body["stream_options"]["include_usage"] == true;
-        stream(state, n, &model, &reply, include_usage.then_some(usage))
-    } else {
-        usage.record(state);
-        let message = match &reply {
-            StubReply::Text(text) => json!({"role": "assistant", "content": text, "refusal": null}),
-            StubReply::ToolCalls(calls) => json!({
-                "role": "assistant",
-                "content": null,
-                "tool_calls": calls.iter().enumerate().map(|(i, (name, arguments))| json!({
-                    "id": call_id(n, i),
-                    "type": "function",
-                    "function": {"name": name, "arguments": arguments.to_string()},
-                })).collect::<Vec<_>>(),
-            }),
-        };
-        json_response(
-            StatusCode::OK,
-            json!({
-                "id": format!("chatcmpl-stub{n}"),
-                "object": "chat.completion",
-                "created": 1_700_000_000,
-                "model": model,
-                "choices": [{"index": 0, "message": message, "logprobs": null,
-                             "finish_reason": finish_reason(&reply)}],
-                "usage": usage.json(),
-            }),
+        let state = state.clone();
+        wire::stream(
+            (state.config.chunk_pieces, state.config.piece_delay),
+            n,
+            model,
+            &reply,
+            include_usage.then_some(usage),
+            move |usage| record(&state, usage),
         )
+    } else {
+        record(state, usage);
+        wire::completion(n, model, &reply, usage)
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Usage {
-    prompt: u64,
-    completion: u64,
-    cached: u64,
-}
-
-impl Usage {
-    fn json(&self) -> Value {
-        json!({
-            "prompt_tokens": self.prompt,
-            "completion_tokens": self.completion,
-            "total_tokens": self.prompt + self.completion,
-            "prompt_tokens_details": {"cached_tokens": self.cached},
-        })
-    }
-
-    fn record(&self, state: &State) {
-        let mut totals = state.usage.lock().unwrap();
-        totals.0 += self.prompt;
-        totals.1 += self.completion;
-        totals.2 += self.cached;
-    }
+fn record(state: &State, usage: Usage) {
+    let mut totals = state.usage.lock().unwrap();
+    totals.0 += usage.prompt;
+    totals.1 += usage.completion;
+    totals.2 += usage.cached;
 }
 
 fn take_failure(state: &State) -> Option<u16> {
@@ -409,150 +304,4 @@ fn take_failure(state: &State) -> Option<u16> {
         failures.0 -= 1;
         failures.1
     })
-}
-
-fn call_id(n: u64, i: usize) -> String {
-    format!("call_stub{n}_{}", i + 1)
-}
-
-fn finish_reason(reply: &StubReply) -> &'static str {
-    match reply {
-        StubReply::Text(_) => "stop",
-        StubReply::ToolCalls(_) => "tool_calls",
-    }
-}
-
-/// `text` in at most `pieces` pieces of about equal length (none for empty text).
-fn split(text: &str, pieces: usize) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    if chars.is_empty() {
-        return Vec::new();
-    }
-    let size = chars.len().div_ceil(pieces.max(1));
-    chars.chunks(size).map(|c| c.iter().collect()).collect()
-}
-
-/// The SSE answer: a role chunk, the text or the calls in pieces, the finish chunk, the usage
-/// chunk when asked for, `[DONE]`.
-fn stream(
-    state: &Arc<State>,
-    n: u64,
-    model: &str,
-    reply: &StubReply,
-    usage: Option<Usage>,
-) -> Response<Body> {
-    let chunk = |choices: Value| {
-        let mut chunk = json!({
-            "id": format!("chatcmpl-stub{n}"),
-            "object": "chat.completion.chunk",
-            "created": 1_700_000_000,
-            "model": model,
-            "choices": choices,
-        });
-        if usage.is_some() {
-            // What OpenAI sends on every chunk but the last when usage is asked for.
-            chunk["usage"] = Value::Null;
-        }
-        chunk
-    };
-    let delta = |delta: Value, finish: Value| {
-        chunk(json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]))
-    };
-    let pieces = state.config.chunk_pieces;
-    let mut events = vec![delta(
-        json!({"role": "assistant", "content": if matches!(reply, StubReply::Text(_)) { json!("") } else { Value::Null }}),
-        Value::Null,
-    )];
-    match reply {
-        StubReply::Text(text) => {
-            for piece in split(text, pieces) {
-                events.push(delta(json!({"content": piece}), Value::Null));
-            }
-        }
-        StubReply::ToolCalls(calls) => {
-            for (i, (name, arguments)) in calls.iter().enumerate() {
-                events.push(delta(
-                    json!({"tool_calls": [{"index": i, "id": call_id(n, i), "type": "function",
-                                           "function": {"name": name, "arguments": ""}}]}),
-                    Value::Null,
-                ));
-                for piece in split(&arguments.to_string(), pieces) {
-                    events.push(delta(
-                        json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
-                        Value::Null,
-                    ));
-                }
-            }
-        }
-    }
-    events.push(delta(json!({}), json!(finish_reason(reply))));
-    let mut lines: Vec<(String, Option<Usage>)> = events
-        .into_iter()
-        .map(|event| (format!("data: {event}\n\n"), None))
-        .collect();
-    if let Some(usage) = usage {
-        let mut last = chunk(json!([]));
-        last["usage"] = usage.json();
-        lines.push((format!("data: {last}\n\n"), Some(usage)));
-    }
-    lines.push(("data: [DONE]\n\n".to_owned(), None));
-
-    let delay = state.config.piece_delay;
-    let state = state.clone();
-    let events = futures::stream::unfold((lines.into_iter(), true), move |(mut lines, first)| {
-        let state = state.clone();
-        async move {
-            let (line, usage) = lines.next()?;
-            if !first && !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
-            if let Some(usage) = usage {
-                usage.record(&state);
-            }
-            Some((Ok::<_, Infallible>(line), (lines, false)))
-        }
-    });
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(events))
-        .unwrap()
-}
-
-fn json_response(status: StatusCode, body: Value) -> Response<Body> {
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-fn error(status: StatusCode, error: Value) -> Response<Body> {
-    json_response(status, json!({ "error": error }))
-}
-
-/// OpenAI's error body for a failure status.
-fn failure(status: u16) -> Response<Body> {
-    let status = StatusCode::from_u16(status).expect("a valid status");
-    let body = match status.as_u16() {
-        429 => json!({
-            "message": "Rate limit reached for stub-model on requests per min (RPM): Limit 3, \
-                        Used 3, Requested 1. Please try again in 20s.",
-            "type": "requests", "param": null, "code": "rate_limit_exceeded",
-        }),
-        503 => json!({
-            "message": "The server is overloaded or not ready yet.",
-            "type": "server_error", "param": null, "code": null,
-        }),
-        500..=599 => json!({
-            "message": "The server had an error while processing your request. Sorry about that!",
-            "type": "server_error", "param": null, "code": null,
-        }),
-        other => json!({
-            "message": format!("The stub was told to answer {other}."),
-            "type": "invalid_request_error", "param": null, "code": null,
-        }),
-    };
-    error(status, body)
 }
