@@ -341,9 +341,13 @@ impl Models {
         self
     }
 
-    /// One turn: the provider of the request's model, retried on transient failures.
+    /// One turn: the provider of the request's model, retried on transient failures (a plain
+    /// call: nothing streams).
     pub async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
-        self.complete_streaming(request, &NoSink).await
+        let provider = self.provider(request)?;
+        self.retry
+            .run(|| provider.complete(request), &request.model.id)
+            .await
     }
 
     /// One turn whose text goes to `sink` as it is generated, retried on transient failures

@@ -25,14 +25,24 @@
 //! The reply is `choices[0].message`: its `content` (or its `refusal` when there is no
 //! content) and its `tool_calls`. Arguments that are not JSON are kept as a JSON string, so
 //! that the loop's schema check answers the model with `[tool.invalid_arguments]`; empty
-//! arguments are `{}`. Such string arguments go back to the model as it wrote them.
+//! arguments are `{}`. Such string arguments go back to the model as it wrote them. The
+//! `usage` (`prompt_tokens`, `completion_tokens`, `prompt_tokens_details.cached_tokens`)
+//! becomes the reply's [`Usage`](crate::Usage) when the server reports it.
+//!
+//! **Streaming** ([`Model::complete_streaming`]): the same request with `stream: true` and
+//! `stream_options: {include_usage: true}`; the server-sent `chat.completion.chunk`s are read
+//! as they arrive, each `delta.content` piece passed to the sink, the `delta.tool_calls`
+//! assembled by their `index`, the usage taken from the last chunk; the reply is the one the
+//! plain call would give. `timeout_secs` bounds the whole call, the stream included.
 //!
 //! Errors: HTTP 429 is [`ModelError::Throttled`]; the call's timeout, HTTP 408 and 504 are
-//! [`ModelError::TimedOut`]; other 5xx and connection errors are [`ModelError::Unavailable`];
-//! any other refusal is [`ModelError::Rejected`] with the provider's message (truncated); a
-//! success whose body is not a chat completion is [`ModelError::InvalidReply`]. The texts are
-//! for the logs (they may name the endpoint); participants read
-//! [`ModelError::public_message`].
+//! [`ModelError::TimedOut`]; other 5xx and connection errors (a stream cut short included)
+//! are [`ModelError::Unavailable`]; a refusal whose `error.code` is
+//! `context_length_exceeded`, or whose message speaks of the context length, window or size,
+//! is [`ModelError::ContextOverflow`]; any other refusal is [`ModelError::Rejected`] with the
+//! provider's message (truncated); a success whose body is not a chat completion is
+//! [`ModelError::InvalidReply`]. The texts are for the logs (they may name the endpoint);
+//! participants read [`ModelError::public_message`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -44,7 +54,9 @@ use serde_json::{Map, Value, json};
 
 use crate::settings::Settings;
 use crate::text::{error_chain, truncate};
-use crate::{Model, ModelError, ModelReply, ModelRequest, ToolCall, Turn};
+use crate::{Model, ModelError, ModelReply, ModelRequest, TextSink, ToolCall, Turn, Usage};
+
+mod stream;
 
 /// The API root when the entry names none.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -124,8 +136,32 @@ impl<'a> Endpoint<'a> {
 #[async_trait]
 impl Model for OpenAiModel {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
+        self.call(request, None).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelReply, ModelError> {
+        self.call(request, Some(sink)).await
+    }
+}
+
+impl OpenAiModel {
+    /// One call; streamed (`stream: true`) when there is a sink to stream to. The timeout
+    /// covers the whole call, a streamed body included.
+    async fn call(
+        &self,
+        request: &ModelRequest,
+        sink: Option<&dyn TextSink>,
+    ) -> Result<ModelReply, ModelError> {
         let endpoint = Endpoint::of(request)?;
-        let body = request_body(request, &endpoint);
+        let mut body = request_body(request, &endpoint);
+        if sink.is_some() {
+            body["stream"] = Value::Bool(true);
+            body["stream_options"] = json!({"include_usage": true});
+        }
         let mut call = self
             .client
             .post(&endpoint.url)
@@ -134,14 +170,44 @@ impl Model for OpenAiModel {
         if let Some(key) = (self.key_lookup)(endpoint.api_key_env).filter(|k| !k.is_empty()) {
             call = call.bearer_auth(key);
         }
-        let response = call.send().await.map_err(transport_error)?;
-        let status = response.status();
-        let bytes = response.bytes().await.map_err(transport_error)?;
-        if !status.is_success() {
-            return Err(status_error(status, &bytes));
-        }
-        parse_reply(&bytes)
+        let exchange = async {
+            let response = call.send().await.map_err(transport_error)?;
+            let status = response.status();
+            if !status.is_success() {
+                let bytes = response.bytes().await.map_err(transport_error)?;
+                return Err(status_error(status, &bytes));
+            }
+            match sink {
+                Some(sink) if is_event_stream(&response) => stream::read(response, sink).await,
+                _ => {
+                    // Also a server that ignores `stream`: its whole text in one piece.
+                    let reply = parse_reply(&response.bytes().await.map_err(transport_error)?)?;
+                    if let Some((sink, text)) = sink.zip(reply.text.as_deref()) {
+                        sink.text(text);
+                    }
+                    Ok(reply)
+                }
+            }
+        };
+        tokio::time::timeout(endpoint.timeout, exchange)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ModelError::TimedOut(format!(
+                    "no whole answer from {} within {:?}",
+                    endpoint.url, endpoint.timeout
+                )))
+            })
     }
+}
+
+/// Whether the answer is server-sent events (a server may answer `stream: true` with a plain
+/// completion).
+fn is_event_stream(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
 /// The chat-completions request for `request`.
@@ -256,7 +322,35 @@ fn status_error(status: reqwest::StatusCode, body: &[u8]) -> ModelError {
         429 => ModelError::Throttled(message),
         408 | 504 => ModelError::TimedOut(message),
         500..=599 => ModelError::Unavailable(message),
-        _ => ModelError::Rejected(message),
+        _ => {
+            let error = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|v| v.get("error").cloned())
+                .unwrap_or(Value::Null);
+            let rejected = ModelError::Rejected(message.clone());
+            overflow_or(&error, &message, rejected)
+        }
+    }
+}
+
+/// [`ModelError::ContextOverflow`] when an error says the prompt is longer than the model's
+/// context (OpenAI's `code` `context_length_exceeded`, or a message about the context
+/// length, window or size as vLLM and llama.cpp word it), else `otherwise`.
+fn overflow_or(error: &Value, message: &str, otherwise: ModelError) -> ModelError {
+    let lower = message.to_lowercase();
+    let overflow = error.get("code").and_then(Value::as_str) == Some("context_length_exceeded")
+        || [
+            "context length",
+            "context_length",
+            "context window",
+            "context size",
+        ]
+        .iter()
+        .any(|phrase| lower.contains(phrase));
+    if overflow {
+        ModelError::ContextOverflow(message.to_owned())
+    } else {
+        otherwise
     }
 }
 
@@ -282,6 +376,38 @@ fn error_message(body: &[u8]) -> String {
 #[derive(Deserialize)]
 struct Completion {
     choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+/// `usage` of a completion (or of a stream's last chunk).
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    fn usage(self) -> Usage {
+        Usage {
+            input_tokens: self.prompt_tokens,
+            output_tokens: self.completion_tokens,
+            cached_input_tokens: self
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -336,6 +462,7 @@ fn parse_reply(body: &[u8]) -> Result<ModelReply, ModelError> {
             truncate(&String::from_utf8_lossy(body), ERROR_MESSAGE_CHARS)
         ))
     })?;
+    let usage = completion.usage.map(WireUsage::usage);
     let message = completion
         .choices
         .into_iter()
@@ -366,7 +493,7 @@ fn parse_reply(body: &[u8]) -> Result<ModelReply, ModelError> {
     Ok(ModelReply {
         text,
         tool_calls,
-        usage: None,
+        usage,
     })
 }
 
@@ -402,6 +529,34 @@ mod tests {
         assert_eq!(error_message(b""), "(no message)");
         let long = "x".repeat(2000);
         assert_eq!(error_message(long.as_bytes()).chars().count(), 501);
+    }
+
+    #[test]
+    fn refusals_about_the_context_are_overflows() {
+        let bad = reqwest::StatusCode::BAD_REQUEST;
+        let openai = br#"{"error": {"message": "too long", "type": "invalid_request_error", "code": "context_length_exceeded"}}"#;
+        assert!(matches!(
+            status_error(bad, openai),
+            ModelError::ContextOverflow(m) if m == "HTTP 400: too long"
+        ));
+        // vLLM and llama.cpp say it in the message alone.
+        for message in [
+            "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.",
+            "the request exceeds the available context size, try increasing it",
+        ] {
+            let body =
+                json!({"error": {"message": message, "type": "BadRequestError", "code": 400}});
+            assert!(matches!(
+                status_error(bad, body.to_string().as_bytes()),
+                ModelError::ContextOverflow(_)
+            ));
+        }
+        let other = br#"{"error": {"message": "Invalid model", "code": "model_not_found"}}"#;
+        assert!(matches!(status_error(bad, other), ModelError::Rejected(_)));
+        assert!(matches!(
+            status_error(reqwest::StatusCode::SERVICE_UNAVAILABLE, openai),
+            ModelError::Unavailable(_)
+        ));
     }
 
     #[test]

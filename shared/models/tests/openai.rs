@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{Reply, Stub, closed_url, each_is_an_invalid_reply, hello, request_to};
 use models::{
     Model, ModelError, ModelReply, ModelRequest, Models, OpenAiModel, RetryPolicy, ToolCall,
-    ToolDefinition, ToolResult, Turn,
+    ToolDefinition, ToolResult, Turn, Usage,
 };
 use serde_json::{Value, json};
 use task_core::commands::ProviderKind;
@@ -72,7 +72,17 @@ async fn a_text_reply_is_the_message_content() {
     )])
     .await;
     let reply = call(&stub.url).await.unwrap();
-    assert_eq!(reply, ModelReply::text("Hello, human."));
+    assert_eq!(
+        reply,
+        ModelReply {
+            usage: Some(Usage {
+                input_tokens: 10,
+                output_tokens: 3,
+                cached_input_tokens: 0
+            }),
+            ..ModelReply::text("Hello, human.")
+        }
+    );
     let sent = stub.only_post();
     assert_eq!(sent.path, "/chat/completions");
     assert_eq!(sent.header("content-type"), Some("application/json"));
@@ -290,7 +300,7 @@ async fn throttling_is_retried_by_models_until_it_succeeds() {
     ])
     .await;
     let reply = through_models(4, &stub.url).await.unwrap();
-    assert_eq!(reply, ModelReply::text("after the wait"));
+    assert_eq!(reply.text.as_deref(), Some("after the wait"));
     assert_eq!(stub.count(), 2, "one throttled call, one retry");
 
     // Alone, the provider reports the throttling.
