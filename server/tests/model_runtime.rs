@@ -71,7 +71,10 @@ async fn the_models_text_reaches_the_stream_in_chunks_before_the_final_status() 
             chunks.len() >= 2,
             "the text came in pieces as the model wrote it: {events:#?}"
         );
-        assert_ne!(chunks[0]["append"], true, "the first chunk starts the artifact");
+        assert_ne!(
+            chunks[0]["append"], true,
+            "the first chunk starts the artifact"
+        );
         assert!(chunks[1..].iter().all(|c| c["append"] == true));
         assert_eq!(chunks.last().unwrap()["lastChunk"], true);
         let streamed: String = chunks
@@ -92,11 +95,12 @@ async fn the_models_text_reaches_the_stream_in_chunks_before_the_final_status() 
             .get_task(task_id, None)
             .await
             .expect("task");
-        assert!(read.get("artifacts").is_none_or(|a| a
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|a| a["name"] != "streamed-text")));
+        assert!(read.get("artifacts").is_none_or(|a| {
+            a.as_array()
+                .unwrap()
+                .iter()
+                .all(|a| a["name"] != "streamed-text")
+        }));
     }
 }
 
@@ -151,7 +155,10 @@ async fn the_budget_stops_a_conversation_and_fails_a_delegated_task() {
     ));
     let parent = api.send_text("alice", "split the work").await;
     let id = id_of(&parent).to_owned();
-    let alice = server.client().as_participant("alice").api(Binding::JsonRpc);
+    let alice = server
+        .client()
+        .as_participant("alice")
+        .api(Binding::JsonRpc);
     let child_id = format!("{id}.1");
     let child = poll_state(&alice, &child_id, "TASK_STATE_FAILED").await;
     assert!(

@@ -64,6 +64,10 @@ pub struct StubConfig {
     pub cached_tokens: u64,
     /// The wait before answering any request (changed later with [`OpenAiStub::set_delay`]).
     pub delay: Duration,
+    /// Answers a request that offers no tools (a summarizer's call, such as the runtime's
+    /// context compaction) with this text, before the script or the echo; `None`: no
+    /// difference.
+    pub toolless_reply: Option<String>,
 }
 
 impl Default for StubConfig {
@@ -75,6 +79,7 @@ impl Default for StubConfig {
             piece_delay: Duration::ZERO,
             cached_tokens: 0,
             delay: Duration::ZERO,
+            toolless_reply: None,
         }
     }
 }
@@ -257,12 +262,16 @@ async fn answer(state: &Arc<State>, request: Request<Incoming>) -> Response<Body
     if let Some(limit) = state.config.context_limit.filter(|limit| prompt > *limit) {
         return wire::context_length_exceeded(limit, prompt);
     }
-    let reply = state
-        .replies
-        .lock()
-        .unwrap()
-        .pop_front()
-        .unwrap_or_else(|| StubReply::Text(format!("echo: {}", wire::last_user_text(&body))));
+    let toolless = body.get("tools").is_none();
+    let reply = match state.config.toolless_reply.as_ref().filter(|_| toolless) {
+        Some(text) => StubReply::Text(text.clone()),
+        None => state
+            .replies
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| StubReply::Text(format!("echo: {}", wire::last_user_text(&body)))),
+    };
     let n = {
         let mut answered = state.answered.lock().unwrap();
         *answered += 1;

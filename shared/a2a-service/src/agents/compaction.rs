@@ -215,7 +215,13 @@ mod tests {
         let mut seen: Vec<Seen> = (0..2).map(|i| user(i, "hi")).collect();
         seen.extend((0..KEEP_TURNS + 3).map(|_| pending()));
         // The head ends where the stored turns end, however many turns could go.
-        assert_eq!(cut(&seen, 1_000), Some(Cut { turns: 1, covers: 1 }));
+        assert_eq!(
+            cut(&seen, 1_000),
+            Some(Cut {
+                turns: 1,
+                covers: 1
+            })
+        );
         let mut seen = vec![user(0, "hi")];
         seen.extend((0..KEEP_TURNS + 3).map(|_| pending()));
         assert_eq!(cut(&seen, 1_000), None);
