@@ -22,6 +22,28 @@ fn defaults() {
     assert_eq!(c.max_turns, 50);
     assert_eq!(c.remote_lost_after, Duration::from_secs(300));
     assert_eq!(c.rate_limit, None);
+    assert_eq!(c.instructions, None);
+    assert_eq!(c.task_token_budget, None);
+    assert_eq!(c.model_retry_deadline, None);
+}
+
+#[test]
+fn the_instructions_come_from_their_text_or_their_file_never_both() {
+    let dir = std::env::temp_dir().join(format!("th-instructions-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("instructions.md");
+    std::fs::write(&file, "  Be brief.\n").expect("file");
+    let path = file.to_str().expect("utf-8");
+    let c = read(&[("TH_INSTRUCTIONS_FILE", path)]).expect("valid");
+    assert_eq!(c.instructions.as_deref(), Some("Be brief."));
+    let c = read(&[("TH_INSTRUCTIONS", "Be kind.")]).expect("valid");
+    assert_eq!(c.instructions.as_deref(), Some("Be kind."));
+    let both = read(&[("TH_INSTRUCTIONS_FILE", path), ("TH_INSTRUCTIONS", "x")]);
+    assert_eq!(both.expect_err("both").variable, "TH_INSTRUCTIONS");
+    std::fs::write(&file, " \n").expect("file");
+    let empty = read(&[("TH_INSTRUCTIONS_FILE", path)]);
+    assert_eq!(empty.expect_err("empty").variable, "TH_INSTRUCTIONS_FILE");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -40,6 +62,10 @@ fn malformed_values_name_their_variable() {
         ("TH_RATE_LIMIT", "fast"),
         ("TH_RATE_LIMIT_BURST", "0"),
         ("TH_RATE_LIMIT_BURST", "5"),
+        ("TH_INSTRUCTIONS_FILE", "/no/such/instructions.md"),
+        ("TH_TASK_TOKEN_BUDGET", "0"),
+        ("TH_TASK_TOKEN_BUDGET", "lots"),
+        ("TH_MODEL_RETRY_DEADLINE_SECS", "0"),
     ] {
         assert_eq!(read(&[(name, value)]).expect_err(name).variable, name);
     }
@@ -63,8 +89,12 @@ fn values_are_read() {
         ("TH_REMOTE_LOST_AFTER_SECS", "2"),
         ("TH_LEASE_TTL_SECS", "5"),
         ("TH_RATE_LIMIT", "2.5"),
+        ("TH_TASK_TOKEN_BUDGET", "50000"),
+        ("TH_MODEL_RETRY_DEADLINE_SECS", "7"),
     ])
     .expect("valid");
+    assert_eq!(c.task_token_budget, Some(50_000));
+    assert_eq!(c.model_retry_deadline, Some(Duration::from_secs(7)));
     assert_eq!(c.table.as_deref(), Some("t"));
     assert_eq!(c.base_url.as_deref(), Some("https://a"));
     assert_eq!(c.rate_limit, RateLimit::new(2.5, 3));
