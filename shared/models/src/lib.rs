@@ -43,7 +43,7 @@ pub use bedrock::BedrockModel;
 pub use echo::EchoModel;
 pub use openai::OpenAiModel;
 pub use retry::{DEFAULT_RETRY_DEADLINE, RetryPolicy};
-pub use scripted::{Script, ScriptedModel, ScriptedTurn};
+pub use scripted::{Pieces, Script, ScriptedModel, ScriptedTurn};
 
 /// A tool the model may call: its name, what it does, and the JSON schema of its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
