@@ -60,7 +60,10 @@
 //! text blocks, as the reply joins them), a tool use is its `contentBlockStart` (id, name)
 //! plus its `toolUse.input` pieces joined and parsed as JSON, the usage comes from the
 //! `metadata` event; the reply is the one Converse would give. `timeout_secs` bounds the
-//! whole call, the stream included.
+//! whole call, the stream included. ConverseStream needs
+//! `bedrock:InvokeModelWithResponseStream` besides `bedrock:InvokeModel`: when it is refused
+//! with `AccessDeniedException`, the call is made again with Converse, and so are that
+//! model's later streamed calls (logged once at `warn`), their text passed on whole.
 //!
 //! # Errors
 //!
@@ -77,7 +80,8 @@
 //! SDK's own retries are turned off for this client: the [`Models`](crate::Models) retry
 //! policy is the only one, so attempts do not multiply.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -85,7 +89,8 @@ use aws_sdk_bedrockruntime::Client;
 use aws_sdk_bedrockruntime::config::retry::RetryConfig;
 use aws_sdk_bedrockruntime::config::timeout::TimeoutConfig;
 use aws_sdk_bedrockruntime::config::{self, Region};
-use aws_sdk_bedrockruntime::error::BuildError;
+use aws_sdk_bedrockruntime::error::{BuildError, SdkError};
+use aws_sdk_bedrockruntime::operation::converse_stream::ConverseStreamError;
 use aws_sdk_bedrockruntime::types::{
     ContentBlock, ConversationRole, ConverseOutput, InferenceConfiguration, Message,
     SystemContentBlock, TokenUsage, Tool, ToolConfiguration, ToolInputSchema, ToolResultBlock,
@@ -116,6 +121,9 @@ const ERROR_MESSAGE_CHARS: usize = 500;
 #[derive(Debug, Clone)]
 pub struct BedrockModel {
     client: Client,
+    /// The model ids whose ConverseStream was refused as not allowed (a role without
+    /// `bedrock:InvokeModelWithResponseStream`): their streamed calls go to Converse.
+    stream_denied: Arc<Mutex<HashSet<String>>>,
 }
 
 impl BedrockModel {
@@ -129,6 +137,7 @@ impl BedrockModel {
             .build();
         Self {
             client: Client::from_conf(conf),
+            stream_denied: Arc::default(),
         }
     }
 }
@@ -300,6 +309,10 @@ impl Model for BedrockModel {
         sink: &dyn TextSink,
     ) -> Result<ModelReply, ModelError> {
         let prepared = self.prepare(request)?;
+        let model_id = prepared.model_id.clone();
+        if self.is_stream_denied(&model_id) {
+            return self.complete_whole(request, sink).await;
+        }
         let timeout = prepared.timeout;
         let call = self
             .client
@@ -315,17 +328,60 @@ impl Model for BedrockModel {
                 Some(overrides) => call.customize().config_override(overrides).send().await,
                 None => call.send().await,
             };
-            let output = result.map_err(|e| sdk_error(e, converse_stream_kind))?;
-            stream::read(output.stream, sink).await
+            let output = match result {
+                Err(SdkError::ServiceError(service))
+                    if matches!(service.err(), ConverseStreamError::AccessDeniedException(_)) =>
+                {
+                    return Ok(None);
+                }
+                other => other.map_err(|e| sdk_error(e, converse_stream_kind))?,
+            };
+            stream::read(output.stream, sink).await.map(Some)
         };
-        tokio::time::timeout(timeout, exchange)
+        let streamed = tokio::time::timeout(timeout, exchange)
             .await
             .unwrap_or_else(|_| {
                 Err(ModelError::TimedOut(format!(
-                    "the ConverseStream of {} did not end within {timeout:?}",
-                    prepared.model_id
+                    "the ConverseStream of {model_id} did not end within {timeout:?}"
                 )))
-            })
+            })?;
+        match streamed {
+            Some(reply) => Ok(reply),
+            None => {
+                tracing::warn!(
+                    model = model_id,
+                    "ConverseStream is not allowed (bedrock:InvokeModelWithResponseStream); \
+                     this model's calls go to Converse, their text unstreamed"
+                );
+                self.stream_denied
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(model_id);
+                self.complete_whole(request, sink).await
+            }
+        }
+    }
+}
+
+impl BedrockModel {
+    fn is_stream_denied(&self, model_id: &str) -> bool {
+        self.stream_denied
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(model_id)
+    }
+
+    /// A Converse call whose whole text goes to `sink` once it returns.
+    async fn complete_whole(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelReply, ModelError> {
+        let reply = self.complete(request).await?;
+        if let Some(text) = reply.text.as_deref() {
+            sink.text(text);
+        }
+        Ok(reply)
     }
 }
 

@@ -318,3 +318,41 @@ async fn exceptions_in_the_stream_and_a_stream_cut_short_are_classified() {
         assert_eq!(error.class(), expected, "{error:?}");
     }
 }
+
+#[tokio::test]
+async fn a_role_without_stream_permission_falls_back_to_converse() {
+    let stub = Stub::start(vec![
+        Reply::json(403, json!({"message": "User is not authorized to perform: bedrock:InvokeModelWithResponseStream"}))
+            .header("x-amzn-errortype", "AccessDeniedException"),
+        Reply::json(
+            200,
+            json!({
+                "output": {"message": {"role": "assistant", "content": [{"text": "whole"}]}},
+                "stopReason": "end_turn",
+                "usage": {"inputTokens": 10, "outputTokens": 1, "totalTokens": 11}
+            }),
+        ),
+    ])
+    .await;
+    let model = BedrockModel::new(&bedrock_sdk_config(&stub.url));
+    for _ in 0..2 {
+        let sink = Pieces::default();
+        let reply = model
+            .complete_streaming(&request(hello()), &sink)
+            .await
+            .unwrap();
+        assert_eq!(reply.text.as_deref(), Some("whole"));
+        assert_eq!(sink.got(), ["whole"]);
+    }
+    let paths: Vec<String> = stub.requests().into_iter().map(|r| r.path).collect();
+    let model_path = "/model/us.anthropic.claude-sonnet-4-20250514-v1%3A0";
+    assert_eq!(
+        paths,
+        [
+            format!("{model_path}/converse-stream"),
+            format!("{model_path}/converse"),
+            // Remembered: no second try of the stream.
+            format!("{model_path}/converse"),
+        ]
+    );
+}
