@@ -48,19 +48,40 @@
 //!   included, and the port's [`Turn::Assistant`] does not carry them, so such a call would be
 //!   refused. The effort applies to the first call of each loop.
 //!
+//! # Usage and streaming
+//!
+//! The reply's usage is Converse's `usage`: Bedrock counts the prompt's tokens read from and
+//! written to the cache (`cacheReadInputTokens`, `cacheWriteInputTokens`) apart from
+//! `inputTokens`, so the port's input is their sum (the whole prompt) and its cached tokens
+//! are the cache reads.
+//!
+//! [`Model::complete_streaming`] sends the same request to ConverseStream: each
+//! `contentBlockDelta` text is passed to the sink as it arrives (a line break between two
+//! text blocks, as the reply joins them), a tool use is its `contentBlockStart` (id, name)
+//! plus its `toolUse.input` pieces joined and parsed as JSON, the usage comes from the
+//! `metadata` event; the reply is the one Converse would give. `timeout_secs` bounds the
+//! whole call, the stream included. ConverseStream needs
+//! `bedrock:InvokeModelWithResponseStream` besides `bedrock:InvokeModel`: when it is refused
+//! with `AccessDeniedException`, the call is made again with Converse, and so are that
+//! model's later streamed calls (logged once at `warn`), their text passed on whole.
+//!
 //! # Errors
 //!
 //! `ThrottlingException` and `ServiceQuotaExceededException` (or HTTP 429) are
 //! [`ModelError::Throttled`]; `ModelTimeoutException`, the call's timeouts and HTTP 408 or 504
 //! are [`ModelError::TimedOut`]; `ServiceUnavailableException`, `ModelNotReadyException`,
-//! `InternalServerException` (or another 5xx) and connection failures are
-//! [`ModelError::Unavailable`]; `ValidationException`,
-//! `AccessDeniedException`, `ResourceNotFoundException` and the rest are
-//! [`ModelError::Rejected`]; a reply without an output message is
-//! [`ModelError::InvalidReply`]. The SDK's own retries are turned off for this client: the
-//! [`Models`](crate::Models) retry policy is the only one, so attempts do not multiply.
+//! `InternalServerException`, `ModelStreamErrorException` (or another 5xx), connection
+//! failures and a stream that ends before its `messageStop` are [`ModelError::Unavailable`];
+//! a `ValidationException` whose message says the input is too long (or speaks of the context
+//! length or window, or too many input tokens) is [`ModelError::ContextOverflow`]; other
+//! `ValidationException`s, `AccessDeniedException`, `ResourceNotFoundException` and the rest
+//! are [`ModelError::Rejected`]; a reply without an output message is
+//! [`ModelError::InvalidReply`]. Exceptions inside a stream are classified the same way. The
+//! SDK's own retries are turned off for this client: the [`Models`](crate::Models) retry
+//! policy is the only one, so attempts do not multiply.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -68,11 +89,11 @@ use aws_sdk_bedrockruntime::Client;
 use aws_sdk_bedrockruntime::config::retry::RetryConfig;
 use aws_sdk_bedrockruntime::config::timeout::TimeoutConfig;
 use aws_sdk_bedrockruntime::config::{self, Region};
-use aws_sdk_bedrockruntime::error::{BuildError, ProvideErrorMetadata, SdkError};
-use aws_sdk_bedrockruntime::operation::converse::ConverseError;
+use aws_sdk_bedrockruntime::error::{BuildError, SdkError};
+use aws_sdk_bedrockruntime::operation::converse_stream::ConverseStreamError;
 use aws_sdk_bedrockruntime::types::{
     ContentBlock, ConversationRole, ConverseOutput, InferenceConfiguration, Message,
-    SystemContentBlock, Tool, ToolConfiguration, ToolInputSchema, ToolResultBlock,
+    SystemContentBlock, TokenUsage, Tool, ToolConfiguration, ToolInputSchema, ToolResultBlock,
     ToolResultContentBlock, ToolResultStatus, ToolSpecification, ToolUseBlock,
 };
 use aws_smithy_types::{Document, Number};
@@ -80,8 +101,15 @@ use serde_json::Value;
 use task_core::extension::Effort;
 
 use crate::settings::Settings;
-use crate::text::{error_chain, truncate};
-use crate::{Model, ModelError, ModelReply, ModelRequest, ToolCall, Turn};
+use crate::{Model, ModelError, ModelReply, ModelRequest, TextSink, ToolCall, Turn, Usage};
+
+mod document;
+mod errors;
+mod stream;
+
+pub use document::{from_document, to_document};
+
+use errors::{converse_kind, converse_stream_kind, sdk_error};
 
 /// `maxTokens` when the entry does not say.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -93,6 +121,9 @@ const ERROR_MESSAGE_CHARS: usize = 500;
 #[derive(Debug, Clone)]
 pub struct BedrockModel {
     client: Client,
+    /// The model ids whose ConverseStream was refused as not allowed (a role without
+    /// `bedrock:InvokeModelWithResponseStream`): their streamed calls go to Converse.
+    stream_denied: Arc<Mutex<HashSet<String>>>,
 }
 
 impl BedrockModel {
@@ -106,6 +137,7 @@ impl BedrockModel {
             .build();
         Self {
             client: Client::from_conf(conf),
+            stream_denied: Arc::default(),
         }
     }
 }
@@ -175,9 +207,21 @@ fn thinking_for(model_id: &str, request: &ModelRequest) -> Option<u32> {
     Some(thinking_budget(effort))
 }
 
-#[async_trait]
-impl Model for BedrockModel {
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
+/// One call's parts, the same for Converse and ConverseStream.
+struct Prepared {
+    model_id: String,
+    messages: Vec<Message>,
+    system: Option<Vec<SystemContentBlock>>,
+    tool_config: Option<ToolConfiguration>,
+    thinking: Option<Document>,
+    inference: InferenceConfiguration,
+    /// The entry's region and timeout, when it sets them.
+    overrides: Option<config::Builder>,
+    timeout: Duration,
+}
+
+impl BedrockModel {
+    fn prepare(&self, request: &ModelRequest) -> Result<Prepared, ModelError> {
         let settings = Settings::new(&request.model.id, &request.model.settings);
         let model_id = settings.string("model_id")?.ok_or_else(|| {
             ModelError::Misconfigured(format!(
@@ -191,31 +235,15 @@ impl Model for BedrockModel {
         let region = settings.string("region")?;
         let timeout = settings.seconds("timeout_secs")?;
 
-        let mut call = self
-            .client
-            .converse()
-            .model_id(model_id)
-            .set_messages(Some(messages(request, takes_tool_result_status(model_id))?));
-        if !request.system.trim().is_empty() {
-            call = call.system(SystemContentBlock::Text(request.system.clone()));
-        }
-        if !request.tools.is_empty() {
-            call = call.tool_config(tool_config(request)?);
-        }
+        let mut thinking = None;
         if let Some(budget) = thinking_for(model_id, request) {
             if max_tokens <= budget {
                 max_tokens = max_tokens.saturating_add(budget);
             }
-            call = call.additional_model_request_fields(thinking_fields(budget));
+            thinking = Some(thinking_fields(budget));
         }
         let max_tokens = i32::try_from(max_tokens).unwrap_or(i32::MAX);
-        call = call.inference_config(
-            InferenceConfiguration::builder()
-                .max_tokens(max_tokens)
-                .build(),
-        );
-
-        let result = if region.is_some() || timeout.is_some() {
+        let overrides = (region.is_some() || timeout.is_some()).then(|| {
             let mut overrides = config::Builder::default();
             if let Some(region) = region {
                 overrides = overrides.region(Region::new(region.to_owned()));
@@ -227,13 +255,147 @@ impl Model for BedrockModel {
                 }
                 overrides = overrides.timeout_config(timeouts);
             }
-            call.customize().config_override(overrides).send().await
-        } else {
-            call.send().await
+            overrides
+        });
+        Ok(Prepared {
+            model_id: model_id.to_owned(),
+            messages: messages(request, takes_tool_result_status(model_id))?,
+            system: (!request.system.trim().is_empty())
+                .then(|| vec![SystemContentBlock::Text(request.system.clone())]),
+            tool_config: if request.tools.is_empty() {
+                None
+            } else {
+                Some(tool_config(request)?)
+            },
+            thinking,
+            inference: InferenceConfiguration::builder()
+                .max_tokens(max_tokens)
+                .build(),
+            overrides,
+            timeout: timeout.unwrap_or(DEFAULT_TIMEOUT),
+        })
+    }
+}
+
+#[async_trait]
+impl Model for BedrockModel {
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
+        let prepared = self.prepare(request)?;
+        let call = self
+            .client
+            .converse()
+            .model_id(&prepared.model_id)
+            .set_messages(Some(prepared.messages))
+            .set_system(prepared.system)
+            .set_tool_config(prepared.tool_config)
+            .set_additional_model_request_fields(prepared.thinking)
+            .inference_config(prepared.inference);
+        let result = match prepared.overrides {
+            Some(overrides) => call.customize().config_override(overrides).send().await,
+            None => call.send().await,
         };
-        let output = result.map_err(converse_error)?;
-        tracing::debug!(model = model_id, stop_reason = ?output.stop_reason, "bedrock reply");
-        reply(output.output)
+        let output = result.map_err(|e| sdk_error(e, converse_kind))?;
+        tracing::debug!(model = prepared.model_id, stop_reason = ?output.stop_reason, "bedrock reply");
+        let mut reply = reply(output.output)?;
+        reply.usage = output.usage.as_ref().map(usage);
+        Ok(reply)
+    }
+
+    /// ConverseStream; the entry's `timeout_secs` bounds the whole call, the stream included
+    /// (the SDK's own timeout stops at the response's headers).
+    async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelReply, ModelError> {
+        let prepared = self.prepare(request)?;
+        let model_id = prepared.model_id.clone();
+        if self.is_stream_denied(&model_id) {
+            return self.complete_whole(request, sink).await;
+        }
+        let timeout = prepared.timeout;
+        let call = self
+            .client
+            .converse_stream()
+            .model_id(&prepared.model_id)
+            .set_messages(Some(prepared.messages))
+            .set_system(prepared.system)
+            .set_tool_config(prepared.tool_config)
+            .set_additional_model_request_fields(prepared.thinking)
+            .inference_config(prepared.inference);
+        let exchange = async {
+            let result = match prepared.overrides {
+                Some(overrides) => call.customize().config_override(overrides).send().await,
+                None => call.send().await,
+            };
+            let output = match result {
+                Err(SdkError::ServiceError(service))
+                    if matches!(service.err(), ConverseStreamError::AccessDeniedException(_)) =>
+                {
+                    return Ok(None);
+                }
+                other => other.map_err(|e| sdk_error(e, converse_stream_kind))?,
+            };
+            stream::read(output.stream, sink).await.map(Some)
+        };
+        let streamed = tokio::time::timeout(timeout, exchange)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ModelError::TimedOut(format!(
+                    "the ConverseStream of {model_id} did not end within {timeout:?}"
+                )))
+            })?;
+        match streamed {
+            Some(reply) => Ok(reply),
+            None => {
+                tracing::warn!(
+                    model = model_id,
+                    "ConverseStream is not allowed (bedrock:InvokeModelWithResponseStream); \
+                     this model's calls go to Converse, their text unstreamed"
+                );
+                self.stream_denied
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(model_id);
+                self.complete_whole(request, sink).await
+            }
+        }
+    }
+}
+
+impl BedrockModel {
+    fn is_stream_denied(&self, model_id: &str) -> bool {
+        self.stream_denied
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(model_id)
+    }
+
+    /// A Converse call whose whole text goes to `sink` once it returns.
+    async fn complete_whole(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelReply, ModelError> {
+        let reply = self.complete(request).await?;
+        if let Some(text) = reply.text.as_deref() {
+            sink.text(text);
+        }
+        Ok(reply)
+    }
+}
+
+/// Converse's token usage as the port counts it: Bedrock reports the prompt's cached
+/// (`cacheReadInputTokens`) and cache-written (`cacheWriteInputTokens`) tokens apart from
+/// `inputTokens`; the port's input counts the whole prompt.
+fn usage(usage: &TokenUsage) -> Usage {
+    let count = |n: i32| u64::try_from(n).unwrap_or(0);
+    let cached = count(usage.cache_read_input_tokens.unwrap_or(0));
+    let written = count(usage.cache_write_input_tokens.unwrap_or(0));
+    Usage {
+        input_tokens: count(usage.input_tokens) + cached + written,
+        output_tokens: count(usage.output_tokens),
+        cached_input_tokens: cached,
     }
 }
 
@@ -387,133 +549,9 @@ fn reply(output: Option<ConverseOutput>) -> Result<ModelReply, ModelError> {
     })
 }
 
-/// A failed Converse call (see the module doc).
-fn converse_error(error: SdkError<ConverseError>) -> ModelError {
-    match &error {
-        SdkError::ServiceError(service) => {
-            let err = service.err();
-            let code = err.code().unwrap_or("an unnamed error");
-            let message = format!(
-                "{code}: {}",
-                truncate(err.message().unwrap_or("(no message)"), ERROR_MESSAGE_CHARS)
-            );
-            match err {
-                ConverseError::ThrottlingException(_) => ModelError::Throttled(message),
-                ConverseError::ServiceUnavailableException(_)
-                | ConverseError::ModelNotReadyException(_)
-                | ConverseError::InternalServerException(_) => ModelError::Unavailable(message),
-                ConverseError::ModelTimeoutException(_) => ModelError::TimedOut(message),
-                ConverseError::ValidationException(_)
-                | ConverseError::AccessDeniedException(_)
-                | ConverseError::ResourceNotFoundException(_)
-                | ConverseError::ModelErrorException(_) => ModelError::Rejected(message),
-                // Errors this SDK version does not model, by code, else by HTTP status.
-                _ => match (code, service.raw().status().as_u16()) {
-                    ("ServiceQuotaExceededException" | "ThrottlingException", _) | (_, 429) => {
-                        ModelError::Throttled(message)
-                    }
-                    (_, 408 | 504) => ModelError::TimedOut(message),
-                    (_, 500..=599) => ModelError::Unavailable(message),
-                    // A success whose body the SDK could not read.
-                    (_, 200..=299) => ModelError::InvalidReply(format!(
-                        "the Converse reply cannot be read: {}",
-                        error_chain(&error)
-                    )),
-                    _ => ModelError::Rejected(message),
-                },
-            }
-        }
-        SdkError::TimeoutError(_) => ModelError::TimedOut(error_chain(&error)),
-        SdkError::DispatchFailure(failure) if failure.is_timeout() => {
-            ModelError::TimedOut(error_chain(&error))
-        }
-        SdkError::DispatchFailure(_) => ModelError::Unavailable(error_chain(&error)),
-        SdkError::ResponseError(response) => {
-            let status = response.raw().status().as_u16();
-            let message = format!("HTTP {status}: {}", error_chain(&error));
-            match status {
-                408 | 504 => ModelError::TimedOut(message),
-                500.. => ModelError::Unavailable(message),
-                _ => ModelError::InvalidReply(message),
-            }
-        }
-        SdkError::ConstructionFailure(_) => ModelError::Misconfigured(format!(
-            "cannot build the Converse request: {}",
-            error_chain(&error)
-        )),
-        _ => ModelError::Rejected(error_chain(&error)),
-    }
-}
-
-/// JSON as a Smithy document.
-pub fn to_document(value: &Value) -> Document {
-    match value {
-        Value::Null => Document::Null,
-        Value::Bool(b) => Document::Bool(*b),
-        Value::Number(n) => Document::Number(if let Some(u) = n.as_u64() {
-            Number::PosInt(u)
-        } else if let Some(i) = n.as_i64() {
-            Number::NegInt(i)
-        } else {
-            Number::Float(n.as_f64().unwrap_or(f64::NAN))
-        }),
-        Value::String(s) => Document::String(s.clone()),
-        Value::Array(items) => Document::Array(items.iter().map(to_document).collect()),
-        Value::Object(map) => Document::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), to_document(v)))
-                .collect(),
-        ),
-    }
-}
-
-/// A Smithy document as JSON (a non-finite float, which JSON cannot hold, is `null`).
-pub fn from_document(document: &Document) -> Value {
-    match document {
-        Document::Null => Value::Null,
-        Document::Bool(b) => Value::Bool(*b),
-        Document::Number(Number::PosInt(u)) => Value::from(*u),
-        Document::Number(Number::NegInt(i)) => Value::from(*i),
-        Document::Number(Number::Float(f)) => serde_json::Number::from_f64(*f)
-            .map(Value::Number)
-            .unwrap_or(Value::Null),
-        Document::String(s) => Value::String(s.clone()),
-        Document::Array(items) => Value::Array(items.iter().map(from_document).collect()),
-        Document::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), from_document(v)))
-                .collect(),
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn documents_and_json_convert_both_ways() {
-        let value = json!({
-            "s": "x", "t": true, "n": null, "pos": 7, "neg": -3, "f": 1.5,
-            "big": u64::MAX, "list": [1, "two", {"three": [3.25]}], "empty": {}
-        });
-        let document = to_document(&value);
-        match &document {
-            Document::Object(map) => {
-                assert_eq!(map["pos"], Document::Number(Number::PosInt(7)));
-                assert_eq!(map["neg"], Document::Number(Number::NegInt(-3)));
-                assert_eq!(map["f"], Document::Number(Number::Float(1.5)));
-                assert_eq!(map["big"], Document::Number(Number::PosInt(u64::MAX)));
-            }
-            other => panic!("not an object: {other:?}"),
-        }
-        assert_eq!(from_document(&document), value);
-        assert_eq!(
-            from_document(&Document::Number(Number::Float(f64::INFINITY))),
-            Value::Null
-        );
-    }
 
     #[test]
     fn thinking_is_for_claude_models_that_have_it() {

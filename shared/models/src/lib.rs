@@ -15,7 +15,8 @@
 //! Each catalog entry's `settings` say how its provider reaches it (the provider's model id,
 //! endpoint, region, key variable…); they are read at every call. [`Models`] picks the
 //! provider a catalog entry names and retries transient failures ([`ModelError::Throttled`],
-//! [`ModelError::Unavailable`], [`ModelError::TimedOut`]) with backoff.
+//! [`ModelError::Unavailable`], [`ModelError::TimedOut`]) with backoff until a deadline
+//! ([`RetryPolicy`]: 60 s by default).
 //!
 //! A [`ModelError`]'s `Display` carries the provider's details (status, message, endpoint
 //! errors) for the logs; what a task's participants may read of it is
@@ -41,8 +42,8 @@ use task_core::extension::Effort;
 pub use bedrock::BedrockModel;
 pub use echo::EchoModel;
 pub use openai::OpenAiModel;
-pub use retry::RetryPolicy;
-pub use scripted::{Script, ScriptedModel, ScriptedTurn};
+pub use retry::{DEFAULT_RETRY_DEADLINE, RetryPolicy};
+pub use scripted::{Pieces, Script, ScriptedModel, ScriptedTurn};
 
 /// A tool the model may call: its name, what it does, and the JSON schema of its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -307,7 +308,7 @@ impl Models {
         }
     }
 
-    /// The same providers under another retry policy.
+    /// Retries transient failures with `retry` (e.g. [`RetryPolicy::with_deadline`]).
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self

@@ -19,6 +19,15 @@
 //! and `"echo_input": true` to answer with the last user input it was sent (what the agent
 //! read of the latest message), so a test sees that input in the task's status message.
 //!
+//! **Streaming.** `"pieces": ["Hel", "lo"]` is the turn's text in pieces (instead of `text`);
+//! `"pieces": 3` cuts the text (or the echoed input) into 3 pieces of about equal length.
+//! `"piece_delay_ms": 100` waits that long before each piece. A streamed call passes each
+//! piece to the sink after its wait; a plain call waits as long and answers the whole text.
+//! Without `pieces` the text streams as one piece.
+//!
+//! **Usage.** `"usage": {"input_tokens": 1200, "output_tokens": 80}` (and optionally
+//! `cached_input_tokens`) is reported as the call's usage; without it the call reports none.
+//!
 //! The turn played is the number of model turns already in the conversation, so a script
 //! replays the same way after a restart. A conversation past the script's end fails the call
 //! (`Misconfigured`), which fails the task with that reason.
@@ -26,12 +35,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{Model, ModelError, ModelReply, ModelRequest, ToolCall, Turn};
+use crate::{Model, ModelError, ModelReply, ModelRequest, NoSink, TextSink, ToolCall, Turn, Usage};
 
 /// One turn of a script.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -47,6 +57,64 @@ pub struct ScriptedTurn {
     /// Answer with the text of the conversation's last user turn (instead of `text`).
     #[serde(default)]
     pub echo_input: bool,
+    /// Stream the text in these pieces, or cut into this many.
+    #[serde(default)]
+    pub pieces: Option<Pieces>,
+    /// Wait this long before each piece.
+    #[serde(default)]
+    pub piece_delay_ms: u64,
+    /// The usage the call reports.
+    #[serde(default)]
+    pub usage: Option<Usage>,
+}
+
+/// How a scripted turn's text streams.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Pieces {
+    /// The text itself, in these pieces.
+    Given(Vec<String>),
+    /// The text (or the echoed input) cut into this many pieces.
+    Count(usize),
+}
+
+impl ScriptedTurn {
+    /// What a turn cannot say: `pieces` as text beside `text` or `echo_input`, zero pieces.
+    fn check(&self) -> Result<(), String> {
+        match &self.pieces {
+            Some(Pieces::Given(_)) if self.text.is_some() || self.echo_input => {
+                Err("a turn gives its text either as \"pieces\" or by \"text\"/\"echo_input\", not both".into())
+            }
+            Some(Pieces::Count(0)) => Err("\"pieces\" must be at least 1".into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The turn's text (`echoed`: the input an `echo_input` turn answers with) in the pieces
+    /// it streams in.
+    fn text_pieces(&self, echoed: Option<String>) -> Vec<String> {
+        let text = if self.echo_input {
+            echoed
+        } else {
+            self.text.clone()
+        };
+        match (&self.pieces, text) {
+            (Some(Pieces::Given(pieces)), _) => pieces.clone(),
+            (Some(Pieces::Count(n)), Some(text)) => split(&text, *n),
+            (None, Some(text)) => vec![text],
+            (_, None) => Vec::new(),
+        }
+    }
+}
+
+/// `text` in at most `n` pieces of about equal length (whole characters).
+fn split(text: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.is_empty() {
+        return vec![String::new()];
+    }
+    let size = chars.len().div_ceil(n.max(1));
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -78,8 +146,17 @@ pub enum Script {
 
 impl Script {
     pub fn from_json(text: &str) -> Result<Self, ModelError> {
-        serde_json::from_str(text)
-            .map_err(|e| ModelError::Misconfigured(format!("the script is not valid: {e}")))
+        let script: Script = serde_json::from_str(text)
+            .map_err(|e| ModelError::Misconfigured(format!("the script is not valid: {e}")))?;
+        let all: Vec<&ScriptedTurn> = match &script {
+            Script::One(one) => one.turns.iter().collect(),
+            Script::ByTask { tasks } => tasks.values().flat_map(|t| &t.turns).collect(),
+        };
+        for turn in all {
+            turn.check()
+                .map_err(|e| ModelError::Misconfigured(format!("the script is not valid: {e}")))?;
+        }
+        Ok(script)
     }
 
     pub fn from_file(path: &Path) -> Result<Self, ModelError> {
@@ -151,6 +228,25 @@ impl ScriptedModel {
 #[async_trait]
 impl Model for ScriptedModel {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
+        self.play(request, &NoSink).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelReply, ModelError> {
+        self.play(request, sink).await
+    }
+}
+
+impl ScriptedModel {
+    /// Plays the request's turn, its text to `sink` piece by piece.
+    async fn play(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelReply, ModelError> {
         let script = self.script_for(request)?;
         let played = request
             .turns
@@ -172,16 +268,18 @@ impl Model for ScriptedModel {
             ))
         })?;
         if turn.delay_ms > 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(turn.delay_ms)).await;
+            tokio::time::sleep(Duration::from_millis(turn.delay_ms)).await;
         }
-        let text = if turn.echo_input {
-            request.turns.iter().rev().find_map(|t| match t {
-                Turn::User { text } => Some(text.clone()),
-                _ => None,
-            })
-        } else {
-            turn.text.clone()
-        };
+        let pieces = turn.text_pieces(request.last_user_text().map(str::to_owned));
+        for piece in &pieces {
+            if turn.piece_delay_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(turn.piece_delay_ms)).await;
+            }
+            if !piece.is_empty() {
+                sink.text(piece);
+            }
+        }
+        let text = (!pieces.is_empty()).then(|| pieces.concat());
         Ok(ModelReply {
             text,
             tool_calls: turn
@@ -194,7 +292,7 @@ impl Model for ScriptedModel {
                     arguments: call.arguments.clone(),
                 })
                 .collect(),
-            usage: None,
+            usage: turn.usage,
         })
     }
 }
@@ -348,6 +446,121 @@ mod tests {
         ));
     }
 
+    /// Records the pieces and when each arrived.
+    #[derive(Default)]
+    struct Timed(Mutex<Vec<(String, tokio::time::Instant)>>);
+
+    impl TextSink for Timed {
+        fn text(&self, delta: &str) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((delta.to_owned(), tokio::time::Instant::now()));
+        }
+    }
+
+    impl Timed {
+        fn pieces(&self) -> Vec<String> {
+            self.0
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(p, _)| p.clone())
+                .collect()
+        }
+    }
+
+    fn model(script: serde_json::Value) -> ScriptedModel {
+        ScriptedModel::new(Script::from_json(&script.to_string()).unwrap())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_streams_its_pieces_after_their_delays() {
+        let model = model(json!({"turns": [
+            {"pieces": ["Hel", "lo"], "piece_delay_ms": 100}
+        ]}));
+        let sink = Timed::default();
+        let started = tokio::time::Instant::now();
+        let reply = model
+            .complete_streaming(&request("t", vec![]), &sink)
+            .await
+            .unwrap();
+        assert_eq!(reply, ModelReply::text("Hello"));
+        let got = sink.0.lock().unwrap().clone();
+        assert_eq!(sink.pieces(), ["Hel", "lo"]);
+        // Paused time: each piece comes exactly after its delay.
+        assert_eq!(got[0].1 - started, Duration::from_millis(100));
+        assert_eq!(got[1].1 - started, Duration::from_millis(200));
+
+        // A plain call waits as long and answers the whole text.
+        let started = tokio::time::Instant::now();
+        assert_eq!(
+            model.complete(&request("t", vec![])).await.unwrap(),
+            ModelReply::text("Hello")
+        );
+        assert_eq!(started.elapsed(), Duration::from_millis(200));
+    }
+
+    #[tokio::test]
+    async fn a_text_or_an_echo_is_cut_into_n_pieces() {
+        let model = model(json!({"turns": [
+            {"text": "abcdefg", "pieces": 3},
+            {"echo_input": true, "pieces": 2},
+            {"text": "whole"}
+        ]}));
+        let sink = Timed::default();
+        let reply = model
+            .complete_streaming(&request("t", vec![]), &sink)
+            .await
+            .unwrap();
+        assert_eq!(reply.text.as_deref(), Some("abcdefg"));
+        assert_eq!(sink.pieces(), ["abc", "def", "g"]);
+
+        let sink = Timed::default();
+        let turns = vec![
+            assistant(),
+            Turn::User {
+                text: "ping".into(),
+            },
+        ];
+        let reply = model
+            .complete_streaming(&request("t", turns), &sink)
+            .await
+            .unwrap();
+        assert_eq!(reply.text.as_deref(), Some("ping"));
+        assert_eq!(sink.pieces(), ["pi", "ng"]);
+
+        let sink = Timed::default();
+        model
+            .complete_streaming(&request("t", vec![assistant(), assistant()]), &sink)
+            .await
+            .unwrap();
+        assert_eq!(sink.pieces(), ["whole"]);
+    }
+
+    #[tokio::test]
+    async fn a_turn_reports_the_usage_it_gives() {
+        let model = model(json!({"turns": [
+            {"text": "a", "usage": {"input_tokens": 1200, "output_tokens": 80}},
+            {"text": "b", "usage": {"input_tokens": 10, "output_tokens": 2, "cached_input_tokens": 4}},
+            {"text": "c"}
+        ]}));
+        let usage = |turns| async { model.complete(&request("t", turns)).await.unwrap().usage };
+        assert_eq!(
+            usage(vec![]).await,
+            Some(Usage {
+                input_tokens: 1200,
+                output_tokens: 80,
+                cached_input_tokens: 0
+            })
+        );
+        assert_eq!(
+            usage(vec![assistant()]).await.unwrap().cached_input_tokens,
+            4
+        );
+        assert_eq!(usage(vec![assistant(), assistant()]).await, None);
+    }
+
     #[test]
     fn malformed_scripts_are_refused_with_the_reason() {
         for bad in [
@@ -355,6 +568,10 @@ mod tests {
             "[]",
             "{",
             r#"{"turns": [{"tool_calls": [{}]}]}"#,
+            r#"{"turns": [{"text": "a", "pieces": ["a"]}]}"#,
+            r#"{"tasks": {"*": {"turns": [{"echo_input": true, "pieces": ["a"]}]}}}"#,
+            r#"{"turns": [{"text": "a", "pieces": 0}]}"#,
+            r#"{"turns": [{"text": "a", "usage": {"input_tokens": 1}}]}"#,
         ] {
             assert!(
                 matches!(Script::from_json(bad), Err(ModelError::Misconfigured(_))),

@@ -9,13 +9,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_bedrockruntime::config::{Credentials, SharedCredentialsProvider};
-use aws_smithy_http_client::tls;
+use aws_config::SdkConfig;
 use common::{Recorded, Reply, Stub, closed_url, each_is_an_invalid_reply, hello, request_to};
 use models::{
     BedrockModel, Model, ModelError, ModelReply, ModelRequest, Models, RetryPolicy, ToolCall,
-    ToolDefinition, ToolResult, Turn,
+    ToolDefinition, ToolResult, Turn, Usage,
 };
 use serde_json::{Value, json};
 use task_core::commands::ProviderKind;
@@ -24,27 +22,8 @@ use task_core::extension::Effort;
 const CLAUDE: &str = "us.anthropic.claude-sonnet-4-20250514-v1:0";
 const LLAMA: &str = "meta.llama3-1-70b-instruct-v1:0";
 
-/// What the deployment builds (`store_dynamodb::sdk_config()`: rustls with ring), pointed at
-/// the stub with static credentials.
 fn sdk_config(endpoint: &str) -> SdkConfig {
-    let http_client = aws_smithy_http_client::Builder::new()
-        .tls_provider(tls::Provider::Rustls(
-            tls::rustls_provider::CryptoMode::Ring,
-        ))
-        .build_https();
-    SdkConfig::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
-            "AKIDTESTONLY",
-            "test-secret",
-            None,
-            None,
-            "test",
-        )))
-        .endpoint_url(endpoint)
-        .http_client(http_client)
-        .build()
+    common::bedrock_sdk_config(endpoint)
 }
 
 fn request(settings: Value, turns: Vec<Turn>) -> ModelRequest {
@@ -113,7 +92,17 @@ async fn a_text_reply_is_the_output_messages_text() {
     )])
     .await;
     let reply = call(&stub.url).await.unwrap();
-    assert_eq!(reply, ModelReply::text("Hello from Bedrock."));
+    assert_eq!(
+        reply,
+        ModelReply {
+            usage: Some(Usage {
+                input_tokens: 12,
+                output_tokens: 5,
+                cached_input_tokens: 0
+            }),
+            ..ModelReply::text("Hello from Bedrock.")
+        }
+    );
 
     let sent = stub.only_post();
     assert_eq!(
@@ -168,7 +157,11 @@ async fn tool_uses_are_parsed_with_their_ids_names_and_inputs() {
                     arguments: json!({}),
                 },
             ],
-            usage: None,
+            usage: Some(Usage {
+                input_tokens: 12,
+                output_tokens: 5,
+                cached_input_tokens: 0
+            }),
         }
     );
 }
@@ -389,7 +382,7 @@ async fn throttling_is_reported_once_and_retried_by_models() {
     ])
     .await;
     let reply = through_models(4, &stub.url).await.unwrap();
-    assert_eq!(reply, ModelReply::text("after the wait"));
+    assert_eq!(reply.text.as_deref(), Some("after the wait"));
     assert_eq!(stub.count(), 2);
 
     // A quota error (not modelled by the SDK for Converse) is throttling too.
@@ -536,5 +529,5 @@ async fn models_with_network_providers_serves_bedrock_entries() {
         .complete(&request(json!({"model_id": CLAUDE}), hello()))
         .await
         .unwrap();
-    assert_eq!(reply, ModelReply::text("routed"));
+    assert_eq!(reply.text.as_deref(), Some("routed"));
 }

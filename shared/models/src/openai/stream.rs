@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Content, WireUsage, arguments, overflow_or, transport_error};
+use super::reply::{Content, WireUsage, arguments, overflow_or, transport_error};
 use crate::{ModelError, ModelReply, TextSink, ToolCall};
 
 /// Reads the events of `response` (a 2xx) until `[DONE]`, passing text to `sink`.

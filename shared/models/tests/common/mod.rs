@@ -4,6 +4,8 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod eventstream;
+
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,7 +44,7 @@ impl Recorded {
 pub struct Reply {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
-    pub body: String,
+    pub body: Vec<u8>,
     pub delay: Duration,
 }
 
@@ -51,7 +53,7 @@ impl Reply {
         Self {
             status,
             headers: vec![("content-type", "application/json".to_owned())],
-            body: body.to_string(),
+            body: body.to_string().into_bytes(),
             delay: Duration::ZERO,
         }
     }
@@ -60,7 +62,20 @@ impl Reply {
         Self {
             status,
             headers: vec![],
-            body: body.to_owned(),
+            body: body.as_bytes().to_vec(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A 200 whose body is these event-stream messages (see [`eventstream`]).
+    pub fn event_stream(messages: Vec<Vec<u8>>) -> Self {
+        Self {
+            status: 200,
+            headers: vec![(
+                "content-type",
+                "application/vnd.amazon.eventstream".to_owned(),
+            )],
+            body: messages.concat(),
             delay: Duration::ZERO,
         }
     }
@@ -213,4 +228,31 @@ where
             "{body}: {err:?}"
         );
     }
+}
+
+/// What the deployment builds (`store_dynamodb::sdk_config()`: rustls with ring), pointed at
+/// a stub with static credentials.
+pub fn bedrock_sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+    use aws_config::{BehaviorVersion, Region};
+    use aws_sdk_bedrockruntime::config::{Credentials, SharedCredentialsProvider};
+    use aws_smithy_http_client::tls;
+
+    let http_client = aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    aws_config::SdkConfig::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            "AKIDTESTONLY",
+            "test-secret",
+            None,
+            None,
+            "test",
+        )))
+        .endpoint_url(endpoint)
+        .http_client(http_client)
+        .build()
 }
