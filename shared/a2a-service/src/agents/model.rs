@@ -25,7 +25,7 @@ use task_core::extension::{Role, StepState, TaskExtension};
 use task_core::skills::SkillLibrary;
 use task_core::task::{HelpRequest, WorkingTask};
 use task_core::tools::{self, ToolEffect, ToolEnv};
-use task_store::{StoreError, StoredTask};
+use task_store::{InboxItem, StoreError, StoredTask};
 
 use super::port::{Agent, AgentReply, TurnEnd};
 use super::turn::{TurnContext, TurnWrite};
@@ -98,6 +98,16 @@ impl Entry {
     fn value(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
+}
+
+/// The transcript with one user turn per message, its first: a run cut by an interrupt after
+/// it committed turns has its message's user turn written again with the cut (`interrupted`).
+fn once_per_message(entries: Vec<Entry>) -> Vec<Entry> {
+    let mut users = std::collections::HashSet::new();
+    entries
+        .into_iter()
+        .filter(|e| !matches!(e.turn, Turn::User { .. }) || users.insert(e.message_id.clone()))
+        .collect()
 }
 
 pub struct ModelAgent {
@@ -252,6 +262,7 @@ impl Agent for ModelAgent {
                 .filter_map(|v| serde_json::from_value(v).ok())
                 .collect()
         };
+        let stored = once_per_message(stored);
         // A run resumed after a crash finds its own message and turns at the end.
         let resumed = stored
             .iter()
@@ -348,6 +359,17 @@ impl Agent for ModelAgent {
                 return Ok(AgentReply::text(help.text()).ending(TurnEnd::AwaitAnswer(help)));
             }
         }
+    }
+
+    /// The cut message's user turn, so the next run's model reads it before the interrupt.
+    fn interrupted(&self, item: &InboxItem, input: &str) -> Vec<Value> {
+        let entry = Entry {
+            message_id: item.message.message_id.clone(),
+            turn: Turn::User {
+                text: input.to_owned(),
+            },
+        };
+        vec![entry.value()]
     }
 
     /// A relayed sub-task's remote task is canceled with it.
