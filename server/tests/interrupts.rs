@@ -55,6 +55,7 @@ fn history(task: &Value) -> Vec<String> {
 /// Opens alice's task on `runs`, starts the slow turn there, interrupts it through `told`,
 /// and checks what the task kept.
 async fn interrupt_a_slow_turn(runs: &Api, told: &Api) {
+    let (runs, told) = (&runs.as_participant("alice"), &told.as_participant("alice"));
     let created = runs.send_text("alice", "hello").await;
     assert_eq!(status_text(&created), "ready");
     let id = id_of(&created).to_owned();
@@ -83,7 +84,6 @@ async fn interrupt_a_slow_turn(runs: &Api, told: &Api) {
 
     // The interrupt's turn read the cut message and the interrupt, then answered.
     let page = told
-        .as_participant("alice")
         .transcript(&id, json!({"pageSize": 50}))
         .await
         .expect("transcript");
