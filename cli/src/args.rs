@@ -122,8 +122,8 @@ pub struct SendArgs {
     pub task: String,
     /// The message.
     pub text: String,
-    /// Mark the message as an interrupt (`metadata.interrupt: true`); the service does not
-    /// act on it yet: the message is queued like any other.
+    /// Mark the message as an interrupt (`metadata.interrupt: true`): it stops the agent's
+    /// run in progress on the task, which goes on with this message.
     #[arg(long)]
     pub interrupt: bool,
 }

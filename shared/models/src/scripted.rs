@@ -15,7 +15,8 @@
 //! {"tasks": {"Refund 48213": {"turns": [...]}, "*": {"turns": [{"text": "done"}]}}}
 //! ```
 //!
-//! A turn may also say `"delay_ms": 500` to answer only after that long, like a slow model,
+//! A turn may also say `"delay_ms": 500` to answer only after that long, like a slow model
+//! (`"delay_unless_input_contains": "stop"`: not when the last user turn contains `stop`),
 //! and `"echo_input": true` to answer with the last user input it was sent (what the agent
 //! read of the latest message), so a test sees that input in the task's status message.
 //!
@@ -54,6 +55,10 @@ pub struct ScriptedTurn {
     /// Wait this long before answering, like a slow model (demos, crash tests).
     #[serde(default)]
     pub delay_ms: u64,
+    /// No delay when the conversation's last user turn contains this text (a slow turn an
+    /// interrupt cut, played again fast for the interrupt).
+    #[serde(default)]
+    pub delay_unless_input_contains: Option<String>,
     /// Answer with the text of the conversation's last user turn (instead of `text`).
     #[serde(default)]
     pub echo_input: bool,
@@ -267,7 +272,7 @@ impl ScriptedModel {
                 played + 1
             ))
         })?;
-        if turn.delay_ms > 0 {
+        if turn.delay_ms > 0 && !skips_delay(turn, &request.turns) {
             tokio::time::sleep(Duration::from_millis(turn.delay_ms)).await;
         }
         let pieces = turn.text_pieces(request.last_user_text().map(str::to_owned));
@@ -297,6 +302,18 @@ impl ScriptedModel {
     }
 }
 
+/// Whether `turn` answers at once: its `delay_unless_input_contains` is in the last user turn.
+fn skips_delay(turn: &ScriptedTurn, turns: &[Turn]) -> bool {
+    let last_input = turns.iter().rev().find_map(|t| match t {
+        Turn::User { text } => Some(text.as_str()),
+        _ => None,
+    });
+    turn.delay_unless_input_contains
+        .as_deref()
+        .zip(last_input)
+        .is_some_and(|(wanted, input)| input.contains(wanted))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,6 +336,23 @@ mod tests {
             text: None,
             tool_calls: vec![],
         }
+    }
+
+    #[test]
+    fn a_delay_is_skipped_when_the_last_input_says_so() {
+        let script = Script::from_json(
+            &json!({"turns": [{"text": "t", "delay_ms": 60000, "delay_unless_input_contains": "stop"}]})
+                .to_string(),
+        )
+        .unwrap();
+        let Script::One(one) = script else {
+            panic!("one script")
+        };
+        let turn = &one.turns[0];
+        let user = |text: &str| Turn::User { text: text.into() };
+        assert!(!skips_delay(turn, &[user("go")]));
+        assert!(skips_delay(turn, &[user("go"), user("stop now")]));
+        assert!(!skips_delay(turn, &[user("stop now"), user("go on")]));
     }
 
     #[tokio::test]

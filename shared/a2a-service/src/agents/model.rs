@@ -23,7 +23,7 @@ use task_core::extension::{Role, StepState, TaskExtension};
 use task_core::skills::SkillLibrary;
 use task_core::task::{HelpRequest, WorkingTask};
 use task_core::tools::{self, ToolEffect, ToolEnv};
-use task_store::{StoreError, StoredTask};
+use task_store::{InboxItem, StoreError, StoredTask};
 
 use super::limits::{Compacted, LastCall, spent, stop};
 use super::port::{Agent, AgentReply, TurnEnd};
@@ -361,6 +361,15 @@ impl Agent for ModelAgent {
                 return Ok(AgentReply::text(help.text()).ending(TurnEnd::AwaitAnswer(help)));
             }
         }
+    }
+
+    /// The cut message's user turn, so the next run's model reads it before the interrupt.
+    /// (A run that committed turns before the cut already wrote it: calls see it once.)
+    fn interrupted(&self, item: &InboxItem, input: &str) -> Vec<serde_json::Value> {
+        let user = Turn::User {
+            text: input.to_owned(),
+        };
+        vec![Entry::turn(&item.message.message_id, user).value()]
     }
 
     /// A relayed sub-task's remote task is canceled with it.

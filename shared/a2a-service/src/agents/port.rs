@@ -7,7 +7,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 use task_core::task::{HelpRequest, TokenUsage};
-use task_store::{StoreError, StoredTask};
+use task_store::{InboxItem, StoreError, StoredTask};
 
 use super::turn::TurnContext;
 
@@ -159,4 +159,11 @@ pub trait Agent: Send + Sync {
     /// elsewhere for it can be canceled too (a relayed sub-task's remote task); `agent_id` is
     /// this service's agent. Best effort: failures are the agent's to log. Default: nothing.
     async fn task_canceled(&self, _task: &StoredTask, _agent_id: &str) {}
+
+    /// The transcript entries to write when an interrupt cut the run on `item` (`input`: what
+    /// the agent read of it), committed with the message's record so that what it said still
+    /// reaches the agent's next run. Default: nothing.
+    fn interrupted(&self, _item: &InboxItem, _input: &str) -> Vec<Value> {
+        Vec::new()
+    }
 }

@@ -8,6 +8,7 @@ use chrono::Duration;
 use task_store::{InboxItem, Lease, Store, StoreError, StoredTask};
 use tracing::warn;
 
+use super::interrupts::Interruptible;
 use crate::agents::Agent;
 use crate::config::ServiceConfig;
 use crate::listener::EventListener;
@@ -43,6 +44,8 @@ pub(super) struct RunEnd {
     /// The task's whole history after the outcome, if the outcome knows it (see
     /// [`Processed::history`]).
     pub(super) history: Option<Vec<Message>>,
+    /// Open while the agent runs on the message: an interrupt may cut the work then.
+    pub(super) interruptible: Interruptible,
 }
 
 #[derive(Clone)]

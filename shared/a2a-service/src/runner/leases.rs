@@ -6,6 +6,7 @@ use chrono::{Duration, Utc};
 use task_store::{Conflict, Lease, StoreError};
 
 use super::handle::Runner;
+use super::interrupts::{Held, Watch};
 
 impl Runner {
     /// A lease on a task about to be created, for [`NewTask::lease`]: its creator then runs
@@ -69,20 +70,30 @@ impl Runner {
     /// however long the work takes (a model call may outlast the lease). A renewal that fails
     /// (the lease was lost, the store is down) drops the work at its next await: another
     /// runner may hold the task by then, and the store's conditional writes let nothing the
-    /// dropped work began be recorded twice.
+    /// dropped work began be recorded twice. With a `watch`, an interrupt queued while the
+    /// agent runs drops the work too ([`Held::Interrupted`]), the lease kept.
     pub(super) async fn holding<T>(
         &self,
         mut lease: Lease,
         ttl: Duration,
+        watch: Option<Watch<'_>>,
         work: impl std::future::Future<Output = T>,
-    ) -> Result<(T, Lease), StoreError> {
+    ) -> Result<(Held<T>, Lease), StoreError> {
         tokio::pin!(work);
+        let interrupts = async {
+            match watch {
+                Some(watch) => self.interrupts(watch).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(interrupts);
         loop {
             let renew_at = lease.expires_at - ttl / 2;
             let wait = (renew_at - Utc::now()).to_std().unwrap_or_default();
             tokio::select! {
                 biased;
-                done = &mut work => return Ok((done, lease)),
+                done = &mut work => return Ok((Held::Done(done), lease)),
+                by = &mut interrupts => return Ok((Held::Interrupted(by), lease)),
                 () = tokio::time::sleep(wait) => {
                     match self.inner.store.renew(&lease, Utc::now(), ttl).await {
                         Ok(renewed) => lease = renewed,
@@ -90,7 +101,7 @@ impl Runner {
                         // the lease up: then the work is done as soon as it looks.
                         Err(err @ StoreError::Conflict(Conflict::LeaseLost(_))) => {
                             return match futures::FutureExt::now_or_never(&mut work) {
-                                Some(done) => Ok((done, lease)),
+                                Some(done) => Ok((Held::Done(done), lease)),
                                 None => Err(err),
                             };
                         }

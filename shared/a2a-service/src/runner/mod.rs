@@ -13,12 +13,14 @@
 //! keeping, giving up and sweeping leases), `run_loop` (the inbox drained, intake again, the
 //! agent's turn), `outcome` (a turn's outcome recorded), `links` (a sub-task's note, an
 //! assignee's answer), `host` (the narrow [`TurnHost`](crate::agents::TurnHost) agents see),
-//! `commit` (every write, with the notes it owes parents) and `items` (what the agent reads
-//! of a message, its audit entry).
+//! `commit` (every write, with the notes it owes parents), `items` (what the agent reads of a
+//! message, its audit entry) and `interrupts` (a message that cuts the agent's run in
+//! progress, and the record of the cut message).
 
 mod commit;
 mod handle;
 mod host;
+mod interrupts;
 mod items;
 mod leases;
 mod links;

@@ -2,6 +2,8 @@
 //! from intake (again: the task may have ended or the sender left since it was queued) to
 //! the agent's turn, or to the room that records it otherwise (a refusal, a note, an answer).
 
+use std::collections::HashSet;
+
 use a2a::{Message, Part, TaskState};
 use chrono::{DateTime, Utc};
 use task_core::envelope;
@@ -11,6 +13,7 @@ use task_store::{Conflict, InboxItem, Lease, StoreError, StoredTask, TaskRecord,
 use tracing::debug;
 
 use super::handle::{Created, MAX_RETRIES, Processed, RunEnd, Runner};
+use super::interrupts::{Held, Interruptible, Watch};
 use super::items::{agent_input, audit, consuming, message_text};
 use crate::agents::TurnContext;
 use crate::{subtasks, view};
@@ -28,6 +31,7 @@ impl Runner {
         let store = &self.inner.store;
         let owner = self.owner();
         let ttl = self.ttl();
+        let mut spent_interrupts = HashSet::new();
         loop {
             let acquired = match held.take() {
                 Some(lease) => Some(lease),
@@ -55,17 +59,35 @@ impl Runner {
                         lease: (n == last).then(|| lease.clone()),
                         wants_history: processed.is_some(),
                         history: None,
+                        interruptible: Interruptible::default(),
+                    };
+                    let watch = Watch {
+                        task_id,
+                        current: &item.key,
+                        interruptible: end.interruptible.clone(),
+                        spent: &spent_interrupts,
                     };
                     // Boxed: a message's processing (intake, the agent's turn, its outcome) is
                     // a large future; on the heap it is not copied into the run's task when
                     // the run is spawned, nor into the lease keeper that polls it.
                     let work = Box::pin(self.process(task_id, &item, known.take(), &mut end));
-                    let (outcome, renewed) = self.holding(lease, ttl, work).await?;
+                    let (held, renewed) = self.holding(lease, ttl, Some(watch), work).await?;
                     lease = renewed;
-                    given_up = n == last && end.lease.is_none();
-                    if let (Some(tell), Some(task)) = (processed.take(), outcome?) {
-                        let history = end.history.take();
-                        let _ = tell.send(Processed { task, history }); // the sender may have gone
+                    match held {
+                        Held::Done(outcome) => {
+                            given_up = n == last && end.lease.is_none();
+                            if let (Some(tell), Some(task)) = (processed.take(), outcome?) {
+                                let history = end.history.take();
+                                let _ = tell.send(Processed { task, history }); // the sender may have gone
+                            }
+                        }
+                        // The agent's run was dropped with its model call; the lease is still
+                        // ours, and the next look at the inbox finds the interrupt.
+                        Held::Interrupted(by) => {
+                            given_up = false;
+                            spent_interrupts.extend(by.iter().map(|i| i.key.message_id.clone()));
+                            self.record_interruption(task_id, &item, &by).await?;
+                        }
                     }
                 }
                 if given_up {
@@ -193,7 +215,8 @@ impl Runner {
         }
 
         let mut turn = TurnContext::new(self, working, item, input);
-        let reply = self.inner.agent.run(&mut turn).await?;
+        let run = self.inner.agent.run(&mut turn);
+        let reply = end.interruptible.during(run).await?;
         let latest = turn.into_task();
         self.record_outcome(latest, item, reply, end).await
     }
