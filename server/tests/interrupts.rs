@@ -143,3 +143,39 @@ async fn an_interrupt_sent_to_another_process_cuts_the_turn_its_holder_runs() {
         .await
         .expect("delete table");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cut_senders_stream_ends_with_the_interrupts_answer() {
+    let setup = AgentSetup::new(script());
+    let server = setup.builder().start();
+    let api = server
+        .client()
+        .api(Binding::JsonRpc)
+        .as_participant("alice");
+    let created = api.send_text("alice", "hello").await;
+    let id = id_of(&created).to_owned();
+    let mut slow = send_req(on(common::text("alice", SLOW), &id));
+    slow["configuration"] = json!({});
+    let stream = api.send_streaming(slow).await.expect("stream");
+    let followed = tokio::spawn(stream.collect());
+    poll_state(&api, &id, "TASK_STATE_WORKING").await;
+    api.send_ok(queued(&id, STOP, true)).await;
+    let events = tokio::time::timeout(std::time::Duration::from_secs(30), followed)
+        .await
+        .expect("the cut message's stream ended well before its minute")
+        .expect("stream task");
+    let texts: Vec<String> = events
+        .iter()
+        .filter_map(|e| e["statusUpdate"]["status"]["message"]["parts"][0]["text"].as_str())
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        texts.contains(&"interrupted by alice".to_owned()),
+        "{texts:?}"
+    );
+    assert_eq!(
+        event_kind(events.last().unwrap()),
+        "status:TASK_STATE_INPUT_REQUIRED"
+    );
+    assert_eq!(texts.last().map(String::as_str), Some(STOP));
+}

@@ -149,10 +149,10 @@ impl Service {
                 store,
                 from_seq,
                 VecDeque::<StreamResponse>::new(),
-                false,
+                (false, false),
                 woken,
             ),
-            move |(store, mut next, mut pending, mut done, mut woken)| {
+            move |(store, mut next, mut pending, (mut done, mut seen_mine), mut woken)| {
                 let task_id = task_id.clone();
                 let message_id = message_id.clone();
                 async move {
@@ -165,10 +165,18 @@ impl Service {
                                 (Some(mine), Some(theirs)) => mine == theirs,
                                 (Some(_), None) => false,
                             };
-                            if terminal || (state.is_some_and(view::is_interrupted) && answers) {
+                            // A run on this message that was cut by an interrupt ends with
+                            // the interrupt's answer: after an update answering this message,
+                            // the next wait ends the stream whatever it answers.
+                            let interrupted = state.is_some_and(view::is_interrupted);
+                            if terminal || (interrupted && (answers || seen_mine)) {
                                 done = true;
                             }
-                            return Some((Ok(event), (store, next, pending, done, woken)));
+                            seen_mine |= answers && message_id.is_some();
+                            return Some((
+                                Ok(event),
+                                (store, next, pending, (done, seen_mine), woken),
+                            ));
                         }
                         if done {
                             return None;
@@ -193,7 +201,7 @@ impl Service {
                             Err(err) => {
                                 return Some((
                                     Err(err.into()),
-                                    (store, next, pending, true, woken),
+                                    (store, next, pending, (true, seen_mine), woken),
                                 ));
                             }
                         }
