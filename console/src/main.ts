@@ -19,7 +19,6 @@ function signInPage(app: App): void {
       e.preventDefault();
       setParticipant(input.value);
       route(app);
-      showWho(app);
     } },
       h("h1", {}, "Who are you?"),
       h("p", {}, "This service trusts the participant id you choose (sent as X-Participant-Id)."),
@@ -37,7 +36,7 @@ function signInPage(app: App): void {
           signIn(config).catch((err) => fill(status, notice("error", String(err.message ?? err)))) },
           `Sign in with ${new URL(config.issuer).host}`)
       : notice("info", "Single sign-on is not configured: paste a token."),
-    h("form", { onsubmit: (e: Event) => { e.preventDefault(); setToken(token.value); route(app); showWho(app); } },
+    h("form", { onsubmit: (e: Event) => { e.preventDefault(); setToken(token.value); route(app); } },
       h("label", { for: "token" }, h("span", {}, "Or paste a token"), token),
       h("button", { type: "submit" }, "Use this token")),
     status));
@@ -46,12 +45,13 @@ function signInPage(app: App): void {
 function showWho(app: App): void {
   const me = app.me();
   fill(who, me ? h("span", { id: "me" }, me) : null,
-    me ? h("button", { id: "sign-out", onclick: () => { signOut(); showWho(app); route(app); } }, "Switch") : null);
+    me ? h("button", { id: "sign-out", onclick: () => { signOut(); route(app); } }, "Switch") : null);
 }
 
 function route(app: App): void {
   leave?.();
   leave = undefined;
+  showWho(app);
   const id = identity(app.config);
   if (!id.participant && !id.token) {
     signInPage(app);
@@ -86,7 +86,6 @@ async function start(): Promise<void> {
     fill(main, notice("error", `Sign-in failed: ${err instanceof Error ? err.message : String(err)}`));
   }
   window.addEventListener("hashchange", () => route(app));
-  showWho(app);
   route(app);
 }
 

@@ -54,7 +54,9 @@ export function layers(steps: Step[]): Placed[] {
 const NODE_W = 180;
 const NODE_H = 54;
 const GAP_X = 48;
-const GAP_Y = 14;
+const GAP_Y = 30;
+/** Room above the first row for the edges that skip a layer. */
+const PAD_TOP = 24;
 const SVG_NS = "http://www.w3.org/2000/svg";
 
 function el(name: string, attrs: Record<string, string | number>): SVGElement {
@@ -72,7 +74,7 @@ export function planSvg(steps: Step[], select: (step: Step) => void): SVGSVGElem
   const placed = layers(steps);
   const where = new Map(placed.map((p) => [p.step.id, p]));
   const width = Math.max(1, ...placed.map((p) => p.layer + 1)) * (NODE_W + GAP_X);
-  const height = Math.max(1, ...placed.map((p) => p.row + 1)) * (NODE_H + GAP_Y);
+  const height = PAD_TOP + Math.max(1, ...placed.map((p) => p.row + 1)) * (NODE_H + GAP_Y);
   const svg = el("svg", {
     viewBox: `0 0 ${width} ${height}`,
     width,
@@ -84,12 +86,22 @@ export function planSvg(steps: Step[], select: (step: Step) => void): SVGSVGElem
   title.textContent = `Plan of ${steps.length} steps`;
   svg.appendChild(title);
   const x = (p: Placed) => p.layer * (NODE_W + GAP_X);
-  const y = (p: Placed) => p.row * (NODE_H + GAP_Y);
+  const y = (p: Placed) => PAD_TOP + p.row * (NODE_H + GAP_Y);
   const edges = el("g", { class: "edges" });
   for (const p of placed) {
     for (const dep of p.step.depends_on ?? []) {
       const from = where.get(dep);
       if (!from) continue;
+      if (p.layer - from.layer > 1) {
+        // Skipping a layer: over the steps in between, from the top of one to the top of the other.
+        const x1 = x(from) + NODE_W - 20;
+        const x2 = x(p) + 20;
+        const y1 = y(from);
+        const y2 = y(p);
+        const lift = Math.min(y1, y2) - 22;
+        edges.appendChild(el("path", { d: `M${x1},${y1} C${x1},${lift} ${x2},${lift} ${x2},${y2}` }));
+        continue;
+      }
       const x1 = x(from) + NODE_W;
       const y1 = y(from) + NODE_H / 2;
       const x2 = x(p);

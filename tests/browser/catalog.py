@@ -43,10 +43,11 @@ def refund_script():
 
 
 def big_plan_script(n=200):
-    """A plan of n steps, each after the one or two before it."""
+    """A plan of n steps in layers of ten: each after one step of the layer before (and every
+    third after two)."""
     steps = []
     for i in range(n):
-        deps = [f"Step {j}" for j in (i - 1, i - 2) if j >= 0 and (j == i - 1 or i % 3 == 0)]
+        deps = [f"Step {j}" for j in (i - 10, i - 11) if j >= 0 and (j == i - 10 or i % 3 == 0)]
         steps.append({"name": f"Step {i}", "description": f"step number {i}", "depends_on": deps})
     return {"turns": [
         {"tool_calls": [{"name": "create_plan", "arguments": {"steps": steps}}]},

@@ -68,7 +68,8 @@ export function taskPage(app: App, root: HTMLElement, id: string): () => void {
         flash(text);
         return false;
       }
-      if (answer.task) apply(answer.task);
+      // The answer is the task as the message was queued; what follows comes over the stream.
+      reread();
       return true;
     } catch (err) {
       flash(err);
@@ -89,6 +90,13 @@ export function taskPage(app: App, root: HTMLElement, id: string): () => void {
   const render = () => {
     const task = view.task;
     if (!task) return;
+    // A live update redraws the sections: the focused control is focused again afterwards.
+    const focused = document.activeElement as HTMLElement | null;
+    const again = focused?.id
+      ? `#${CSS.escape(focused.id)}`
+      : focused?.dataset?.step
+        ? `[data-step="${CSS.escape(focused.dataset.step)}"]`
+        : undefined;
     if (!root.contains(sections.head)) {
       fill(
         root,
@@ -113,6 +121,9 @@ export function taskPage(app: App, root: HTMLElement, id: string): () => void {
     renderSubtasks(task);
     renderSettings(task);
     renderConversation(task);
+    if (again && document.activeElement !== focused) {
+      (root.querySelector(again) as HTMLElement | null)?.focus({ preventScroll: true });
+    }
   };
 
   const renderHead = (task: any) => {
@@ -248,6 +259,20 @@ export function taskPage(app: App, root: HTMLElement, id: string): () => void {
     );
   };
 
+  const newId = h("input", { "aria-label": "New participant id", placeholder: "participant id" }) as HTMLInputElement;
+  const newRole = h("select", { "aria-label": "New participant role" },
+    ...ROLES.map((r) => h("option", { value: r, selected: r === "watcher" }, r))) as HTMLSelectElement;
+  const adder = h("form", { class: "inline", onsubmit: async (e: Event) => {
+    e.preventDefault();
+    const people: any[] = extensionOf(view.task).participants ?? [];
+    const id = newId.value.trim();
+    if (!id) return;
+    if (await send([envelopePart({ participants: [...people, { id, kind: "human", role: newRole.value }] })])) {
+      newId.value = "";
+    }
+  } }, newId, newRole, h("button", { type: "submit" }, "Add"));
+  const peopleList = h("ul", { class: "people" });
+
   const renderParticipants = (task: any) => {
     const people: any[] = extensionOf(task).participants ?? [];
     const admin = myRole() === "admin" && !TERMINAL.includes(task.status?.state);
@@ -267,17 +292,11 @@ export function taskPage(app: App, root: HTMLElement, id: string): () => void {
           ? h("button", { "aria-label": `Remove ${p.id}`, onclick: () => void edit(people.filter((_, j) => j !== i)) }, "✕")
           : null);
     });
-    let adder: HTMLElement | null = null;
-    if (admin) {
-      const input = h("input", { "aria-label": "New participant id", placeholder: "participant id" }) as HTMLInputElement;
-      const select = h("select", { "aria-label": "New participant role" },
-        ...ROLES.map((r) => h("option", { value: r, selected: r === "watcher" }, r))) as HTMLSelectElement;
-      adder = h("form", { class: "inline", onsubmit: (e: Event) => {
-        e.preventDefault();
-        if (input.value.trim()) void edit([...people, { id: input.value.trim(), kind: "human", role: select.value }]);
-      } }, input, select, h("button", { type: "submit" }, "Add"));
+    adder.hidden = !admin;
+    if (!sections.participants.contains(adder)) {
+      fill(sections.participants, h("h2", {}, "Participants"), peopleList, adder);
     }
-    fill(sections.participants, h("h2", {}, "Participants"), h("ul", { class: "people" }, ...rows), adder);
+    fill(peopleList, ...rows);
   };
 
   const renderSubtasks = (task: any) => {
@@ -311,6 +330,14 @@ export function taskPage(app: App, root: HTMLElement, id: string): () => void {
       h("label", {}, h("span", {}, "Model "), model), h("label", {}, h("span", {}, "Effort "), effort));
   };
 
+  // The message box is made once, so a live update never drops what the user is typing.
+  const messageInput = h("textarea", { id: "message-input", rows: 2, "aria-label": "Message" }) as HTMLTextAreaElement;
+  const messageForm = h("form", { class: "reply", onsubmit: async (e: Event) => {
+    e.preventDefault();
+    if (messageInput.value.trim() && (await send([{ text: messageInput.value }]))) messageInput.value = "";
+  } }, messageInput, h("button", { type: "submit", id: "send-message" }, "Send"));
+  const messageList = h("div", { class: "messages" });
+
   const renderConversation = (task: any) => {
     const history: any[] = task.history ?? [];
     const bubbles = history
@@ -320,19 +347,11 @@ export function taskPage(app: App, root: HTMLElement, id: string): () => void {
         const who = agent ? "agent" : (m.metadata?.participant_id ?? "someone");
         return h("div", { class: `bubble ${agent ? "agent" : "user"}` }, h("span", { class: "who" }, who), messageText(m));
       });
-    const input = h("textarea", { id: "message-input", rows: 2, "aria-label": "Message" }) as HTMLTextAreaElement;
-    const ended = TERMINAL.includes(task.status?.state);
-    fill(
-      sections.conversation,
-      h("h2", {}, "Conversation"),
-      bubbles.length ? h("div", { class: "messages" }, ...bubbles) : notice("empty", "No messages."),
-      ended
-        ? null
-        : h("form", { class: "reply", onsubmit: async (e: Event) => {
-            e.preventDefault();
-            if (input.value.trim() && (await send([{ text: input.value }]))) input.value = "";
-          } }, input, h("button", { type: "submit", id: "send-message" }, "Send")),
-    );
+    if (!sections.conversation.contains(messageList)) {
+      fill(sections.conversation, h("h2", {}, "Conversation"), messageList, messageForm);
+    }
+    fill(messageList, ...(bubbles.length ? bubbles : [notice("empty", "No messages.")]));
+    messageForm.hidden = TERMINAL.includes(task.status?.state);
   };
 
   let refresh: ReturnType<typeof setTimeout> | undefined;
