@@ -223,7 +223,7 @@ mod tests {
         console().respond(&Method::GET, path, query, &HeaderMap::new())
     }
 
-    fn header<'a>(r: &'a Response<Bytes>, name: header::HeaderName) -> &'a str {
+    fn header(r: &Response<Bytes>, name: header::HeaderName) -> &str {
         r.headers()
             .get(name)
             .and_then(|v| v.to_str().ok())

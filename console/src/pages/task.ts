@@ -299,15 +299,39 @@ export function taskPage(app: App, root: HTMLElement, id: string): () => void {
     fill(peopleList, ...rows);
   };
 
+  // Sub-tasks of sub-tasks, read once per mirrored state (a child the user may not read stays a leaf).
+  const children = new Map<string, { state?: string; subs: any[] } | "hidden">();
+  const loadChild = async (ref: any) => {
+    const before = children.get(ref.task_id);
+    children.set(ref.task_id, { state: ref.state, subs: before && before !== "hidden" ? before.subs : [] });
+    try {
+      const child = await app.api.call("GetTask", { id: ref.task_id, historyLength: 0 });
+      const subs = extensionOf(child).sub_tasks ?? [];
+      children.set(ref.task_id, { state: ref.state, subs });
+      if (subs.length > 0 && view.task) renderSubtasks(view.task);
+    } catch {
+      children.set(ref.task_id, "hidden");
+    }
+  };
+  const subtaskTree = (refs: any[], depth: number): HTMLElement =>
+    h("ul", { class: "tree" }, ...refs.map((ref) => {
+      const known = children.get(ref.task_id);
+      if (!ref.agent && known !== "hidden" && (known === undefined || known.state !== ref.state)) {
+        void loadChild(ref);
+      }
+      const nested = known && known !== "hidden" && known.subs.length > 0 && depth < 4
+        ? subtaskTree(known.subs, depth + 1)
+        : null;
+      return h("li", {}, taskLink(ref),
+        ref.sub_state ? h("span", { class: "muted" }, ` (${ref.sub_state})`) : null, nested);
+    }));
+
   const renderSubtasks = (task: any) => {
     const subs: any[] = extensionOf(task).sub_tasks ?? [];
     fill(
       sections.subtasks,
       h("h2", {}, "Sub-tasks"),
-      subs.length === 0
-        ? notice("empty", "No sub-tasks.")
-        : h("ul", { class: "tree" }, ...subs.map((s) => h("li", {}, taskLink(s),
-            s.sub_state ? h("span", { class: "muted" }, ` (${s.sub_state})`) : null))),
+      subs.length === 0 ? notice("empty", "No sub-tasks.") : subtaskTree(subs, 0),
     );
   };
 
