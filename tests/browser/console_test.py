@@ -45,7 +45,10 @@ def browser(width=1280, height=900):
 
 def wait_for(driver, what, condition, timeout=WAIT):
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: condition(d))
+        # A live update may replace a node between finding and reading it: look again.
+        return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                             ignored_exceptions=[StaleElementReferenceException]).until(
+            lambda d: condition(d))
     except TimeoutException:
         raise AssertionError(f"timed out waiting for {what}") from None
 
@@ -175,15 +178,29 @@ def test_click_an_a2ui_button_and_see_the_reply(driver):
              lambda d: "Refund sent: thank you for confirming." in text_of(d, "#conversation"))
 
 
-def click_when_stable(driver, what, selector):
-    """Clicks `selector`, again if the page redrew it meanwhile (live updates replace nodes)."""
-    def click(d):
+def act_when_stable(driver, what, act):
+    """Does `act`, again if the page redrew its element meanwhile (live updates replace nodes)."""
+    def attempt(d):
         try:
-            d.find_element(By.CSS_SELECTOR, selector).click()
+            act(d)
             return True
         except (StaleElementReferenceException, NoSuchElementException):
             return False
-    wait_for(driver, what, click)
+    wait_for(driver, what, attempt)
+
+
+def click_when_stable(driver, what, selector):
+    act_when_stable(driver, what, lambda d: d.find_element(By.CSS_SELECTOR, selector).click())
+
+
+def test_pick_a_model(driver):
+    act_when_stable(driver, "the model picker", lambda d: Select(
+        d.find_element(By.ID, "model-picker")).select_by_value("echo"))
+    ext_key = "io.github.madarauchiha-314.tiny-harness/task"
+    wait_for(driver, "/model echo applied", lambda d: rpc("GetTask", {"id": state["task"]}, "alice")
+             ["metadata"][ext_key].get("model") == "echo")
+    wait_for(driver, "the picker showing it", lambda d: d.execute_script(
+        "return document.querySelector('#model-picker').value") == "echo")
 
 
 def test_mark_a_criterion_met(driver):
@@ -253,6 +270,7 @@ def main():
         (test_plan_appears_and_steps_complete_live, wide),
         (test_answer_a_help_request_by_clicking_an_option, wide),
         (test_click_an_a2ui_button_and_see_the_reply, wide),
+        (test_pick_a_model, wide),
         (test_mark_a_criterion_met, wide),
         (test_a_stranger_sees_no_trace_of_the_task, wide),
         (test_render_a_200_step_plan, wide),
