@@ -216,6 +216,58 @@ def test_mark_a_criterion_met(driver):
     shot(driver, "task-page")
 
 
+# The first SubscribeToTask of each page load answered by a stand-in stream: the task (read
+# with the real GetTask), streamed-text chunks as issue 24 sends them, then, once the test
+# releases it, the final status message. The service's own streamed output is not needed.
+FAKE_STREAM = r"""
+(() => {
+  const real = window.fetch.bind(window);
+  let faked = false;
+  window.fetch = async (url, init) => {
+    const body = init && typeof init.body === 'string' ? init.body : '';
+    if (faked || !body.includes('"SubscribeToTask"')) return real(url, init);
+    faked = true;
+    const id = JSON.parse(body).params.id;
+    const read = await real(url, {...init, body: JSON.stringify(
+      {jsonrpc: '2.0', id: 0, method: 'GetTask', params: {id}})});
+    const task = (await read.json()).result;
+    const frame = (result) => `data: ${JSON.stringify({jsonrpc: '2.0', id: 1, result})}\n\n`;
+    const chunk = (text, append, lastChunk) => frame({artifactUpdate: {taskId: id,
+      contextId: task.contextId, append, lastChunk,
+      artifact: {artifactId: 'stream:m-typed', name: 'streamed-text', parts: [{text}]}}});
+    const final = frame({statusUpdate: {taskId: id, contextId: task.contextId, status: {
+      state: 'TASK_STATE_INPUT_REQUIRED', message: {messageId: 'm-typed', role: 'ROLE_AGENT',
+      parts: [{text: 'Order 48213 is refunded in full.'}]}}}});
+    const encoder = new TextEncoder();
+    const stream = new ReadableStream({async start(c) {
+      c.enqueue(encoder.encode(frame({task}) + chunk('Order 48213 ', false, false)));
+      c.enqueue(encoder.encode(chunk('is refunded', true, false)));
+      while (!window.__releaseFinal) await new Promise((r) => setTimeout(r, 50));
+      c.enqueue(encoder.encode(chunk(' in full.', true, true) + final));
+      c.close();
+    }});
+    return new Response(stream, {headers: {'Content-Type': 'text/event-stream'}});
+  };
+})();
+"""
+
+
+def test_streamed_text_is_typed_then_replaced(driver):
+    script = driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FAKE_STREAM})
+    try:
+        driver.get(f"{BASE}/ui/#/task/{state['task']}")
+        driver.refresh()
+        wait_for(driver, "the reply being typed",
+                 lambda d: text_of(d, "#typing .bubble.typing") == "Order 48213 is refunded")
+        shot(driver, "task-streamed-text")
+        driver.execute_script("window.__releaseFinal = true")
+        wait_for(driver, "the typed text replaced by the final message",
+                 lambda d: not css(d, "#typing .bubble"))
+    finally:
+        driver.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument",
+                               {"identifier": script["identifier"]})
+
+
 def test_a_stranger_sees_no_trace_of_the_task(driver):
     sign_in_as(driver, "mallory")
     assert "Refund 48213" not in text_of(driver, "#task-list")
@@ -272,6 +324,7 @@ def main():
         (test_click_an_a2ui_button_and_see_the_reply, wide),
         (test_pick_a_model, wide),
         (test_mark_a_criterion_met, wide),
+        (test_streamed_text_is_typed_then_replaced, wide),
         (test_a_stranger_sees_no_trace_of_the_task, wide),
         (test_render_a_200_step_plan, wide),
     ]
