@@ -17,6 +17,7 @@ import { a2uiMessages, Surfaces } from "../a2ui";
 import { h, fill, notice } from "../dom";
 import { Live } from "../live";
 import { planSvg, type Step } from "../plan";
+import { stepDetail, SubtaskTree, taskLink } from "./task-parts";
 import { StreamedText } from "../streamed";
 
 const EDITORS = ["assignee", "reporter", "admin"];
@@ -217,26 +218,6 @@ export function taskPage(app: App, root: HTMLElement, id: string): () => void {
     );
   };
 
-  const stepDetail = (step: Step) =>
-    h("div", { class: "step-detail" },
-      h("h3", {}, step.name),
-      step.description ? h("p", {}, step.description) : null,
-      h("p", {}, h("strong", {}, "State: "), step.state ?? "pending"),
-      step.output ? h("p", {}, h("strong", {}, "Output: "), step.output) : null,
-      (step.linked_tasks ?? []).length
-        ? h("p", {}, h("strong", {}, "Sub-tasks: "),
-            ...(step.linked_tasks ?? []).map((t) => taskLink(t)))
-        : null);
-
-  const taskLink = (ref: any) =>
-    ref.agent
-      ? h("span", { class: "link" }, `${ref.task_id} (on ${ref.agent.id}) `, stateBadge(ref.state))
-      : h("span", { class: "link" },
-          h("a", { href: `#/task/${encodeURIComponent(ref.task_id)}` }, ref.task_id), " ", stateBadge(ref.state));
-
-  const stateBadge = (state?: string | null) =>
-    h("span", { class: `state state-${stateLabel(state).replace(/ /g, "-")}` }, stateLabel(state));
-
   const renderCriteria = (task: any) => {
     const criteria: any[] = extensionOf(task).acceptance_criteria ?? [];
     const editable = EDITORS.includes(myRole() ?? "") && !TERMINAL.includes(task.status?.state);
@@ -299,39 +280,14 @@ export function taskPage(app: App, root: HTMLElement, id: string): () => void {
     fill(peopleList, ...rows);
   };
 
-  // Sub-tasks of sub-tasks, read once per mirrored state (a child the user may not read stays a leaf).
-  const children = new Map<string, { state?: string; subs: any[] } | "hidden">();
-  const loadChild = async (ref: any) => {
-    const before = children.get(ref.task_id);
-    children.set(ref.task_id, { state: ref.state, subs: before && before !== "hidden" ? before.subs : [] });
-    try {
-      const child = await app.api.call("GetTask", { id: ref.task_id, historyLength: 0 });
-      const subs = extensionOf(child).sub_tasks ?? [];
-      children.set(ref.task_id, { state: ref.state, subs });
-      if (subs.length > 0 && view.task) renderSubtasks(view.task);
-    } catch {
-      children.set(ref.task_id, "hidden");
-    }
-  };
-  const subtaskTree = (refs: any[], depth: number): HTMLElement =>
-    h("ul", { class: "tree" }, ...refs.map((ref) => {
-      const known = children.get(ref.task_id);
-      if (!ref.agent && known !== "hidden" && (known === undefined || known.state !== ref.state)) {
-        void loadChild(ref);
-      }
-      const nested = known && known !== "hidden" && known.subs.length > 0 && depth < 4
-        ? subtaskTree(known.subs, depth + 1)
-        : null;
-      return h("li", {}, taskLink(ref),
-        ref.sub_state ? h("span", { class: "muted" }, ` (${ref.sub_state})`) : null, nested);
-    }));
+  const tree = new SubtaskTree(app.api, () => view.task && renderSubtasks(view.task));
 
   const renderSubtasks = (task: any) => {
     const subs: any[] = extensionOf(task).sub_tasks ?? [];
     fill(
       sections.subtasks,
       h("h2", {}, "Sub-tasks"),
-      subs.length === 0 ? notice("empty", "No sub-tasks.") : subtaskTree(subs, 0),
+      subs.length === 0 ? notice("empty", "No sub-tasks.") : tree.draw(subs),
     );
   };
 
