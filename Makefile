@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help run test lint bench interop tck tck-functions bench-load lambda-e2e infra infra-build lambda-init
+.PHONY: help run test lint bench interop tck tck-functions bench-load lambda-e2e infra infra-build lambda-init console browser
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -62,3 +62,11 @@ bench-load: ## Load test: the release server vs the a2a-sdk 1.3.0 echo server un
 .PHONY: fuzz
 fuzz: ## Long fuzz run of both bindings' request decoding (PROPTEST_CASES per property, default 100000)
 	PROPTEST_CASES=$${PROPTEST_CASES:-100000} $(CARGO) test -p a2a-http --test fuzz -- --nocapture
+
+console: ## The web console: npm ci, type check, unit tests, and dist/ exactly what console/src builds
+	console/check.sh
+
+# Builds target/debug/local-server as `make interop` does; needs chromium and chromium-driver.
+browser: ## The web console end to end in headless Chromium (Selenium) against the local server; screenshots in target/browser-screenshots/
+	$(CARGO) test --workspace --all-targets --no-run
+	tests/browser/run.sh

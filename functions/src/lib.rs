@@ -1,7 +1,7 @@
 //! The Lambda functions: one per A2A method behind its REST route (one, `task`, for the three
 //! methods on `/tasks/{id}`, which API Gateway sees as one resource), the JSON-RPC endpoint
 //! (every method), the agent card, the push notifier, the runner, the sweeper and the JWT
-//! authorizer of a REST API deployment. Each binary in `src/bin/` is one
+//! authorizer of a REST API deployment, and the web console. Each binary in `src/bin/` is one
 //! call into this library ([`mains`]), which reads the configuration from the environment
 //! (the `TH_*` settings, through the `assembly` crate, as the local server does) and builds
 //! the clients once, at init; every invocation then runs the shared handlers of `a2a-http`
@@ -10,6 +10,7 @@
 pub mod authorizer;
 pub mod calls;
 pub mod config;
+pub mod console;
 pub mod http;
 pub mod identity;
 pub mod mains;
@@ -18,6 +19,7 @@ pub mod runner;
 mod service;
 
 pub use config::{AuthMode, FromLookup, FunctionConfig};
+pub use console::run_console;
 pub use http::App;
 pub use mains::{
     init_tracing, run_authorizer, run_http, run_notifier, run_rest, run_runner, run_sweeper,

@@ -59,6 +59,9 @@ fn a2a_routes() -> Vec<(&'static str, &'static str, Vec<Method>)> {
     ]
 }
 
+/// The web console's routes (`GET` only).
+const CONSOLE_ROUTES: [&str; 2] = ["/ui", "/ui/{proxy+}"];
+
 /// What each binary serves, read from its one-call `main` (`run_rest(Method::X)`,
 /// `run_http(Serves::Y)`); `None` for the functions that are not HTTP.
 fn binaries() -> BTreeMap<String, Option<Serves>> {
@@ -200,6 +203,8 @@ fn needed_actions() -> BTreeMap<&'static str, Vec<&'static str>> {
         ),
         ("agent-card", vec![]),
         ("get-extended-agent-card", vec![]),
+        // The web console's pages: embedded in the binary.
+        ("console", vec![]),
         ("authorizer", vec![]),
     ])
 }
@@ -316,6 +321,26 @@ fn problems(template: &Value) -> Vec<String> {
         });
         if !permitted {
             problems.push(format!("{function} may not be invoked by API Gateway"));
+        }
+    }
+    // The web console: both routes to the console function (buffered), which a browser
+    // reaches without a token (the pages hold no data; their calls carry the user's token).
+    let console_main = read("functions/src/bin/console.rs");
+    if !console_main.contains("run_console()") {
+        problems.push("the console binary does not run the console".into());
+    }
+    for path in CONSOLE_ROUTES {
+        routed.insert((path.to_string(), "get".to_string()));
+        match integration(path, "get") {
+            Some((function, false)) if function == "console" => {}
+            other => problems.push(format!(
+                "get {path} goes to {other:?}, not to the console function (buffered)"
+            )),
+        }
+        if api[path]["get"].get("security").is_some() {
+            problems.push(format!(
+                "get {path} needs a token: a browser cannot open it"
+            ));
         }
     }
     for (path, ops) in api.as_mapping().into_iter().flatten() {
@@ -454,6 +479,24 @@ fn a_missing_route_fails_the_check() {
     let mut t = template();
     remove(body(&mut t), &["paths", "/tasks/{id}"], "post");
     fails_with(&t, "post /tasks/{id} is not routed");
+}
+
+#[test]
+fn a_console_route_elsewhere_or_behind_the_authorizer_fails_the_check() {
+    let mut t = template();
+    remove(
+        &mut t,
+        &["Resources", "Api", "Properties", "DefinitionBody", "paths"],
+        "/ui/{proxy+}",
+    );
+    fails_with(
+        &t,
+        "get /ui/{proxy+} goes to None, not to the console function",
+    );
+    let mut t = template();
+    t["Resources"]["Api"]["Properties"]["DefinitionBody"]["paths"]["/ui"]["get"]["security"] =
+        serde_yaml_ng::from_str("[{jwt: []}]").unwrap();
+    fails_with(&t, "get /ui needs a token");
 }
 
 #[test]

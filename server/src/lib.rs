@@ -2,6 +2,7 @@
 //! protocol bindings (`a2a-http`) over the service the assembly builds (`assembly`).
 
 pub mod allocator;
+mod console;
 mod listener;
 mod options;
 mod server;

@@ -39,6 +39,7 @@ pub struct Server {
 struct App {
     service: Service,
     http: HttpConfig,
+    console: web_console::Console,
     body_timeout: Duration,
 }
 
@@ -108,6 +109,7 @@ impl Server {
             })
         };
         let app = Arc::new(App {
+            console: crate::console::console(&settings),
             service,
             http: HttpConfig {
                 rate_limit: settings.rate_limit.map(RateLimiter::new),
@@ -146,8 +148,8 @@ impl Server {
     }
 }
 
-/// Every request goes to the bindings, which route it; a caller over the rate limit is
-/// refused before its body is read.
+/// Every request goes to the bindings, which route it, except the console's (`/ui/`); a
+/// caller over the rate limit is refused before its body is read.
 async fn serve_request(
     app: Arc<App>,
     request: Request<Incoming>,
@@ -156,6 +158,9 @@ async fn serve_request(
     let caller = Caller::anonymous().with_address(Some(peer.ip()));
     if let Some(refused) = a2a_http::over_rate_limit(&app.http, request.uri().path(), &caller) {
         return refused;
+    }
+    if let Some(page) = crate::console::serve(&app.console, &request) {
+        return page;
     }
     let (parts, body) = request.into_parts();
     let read = http_body_util::Limited::new(body, MAX_REQUEST_BYTES).collect();
