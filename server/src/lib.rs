@@ -3,6 +3,7 @@
 
 pub mod allocator;
 mod console;
+mod health;
 mod listener;
 mod options;
 mod server;

@@ -148,13 +148,18 @@ impl Server {
     }
 }
 
-/// Every request goes to the bindings, which route it, except the console's (`/ui/`); a
-/// caller over the rate limit is refused before its body is read.
+/// Every request goes to the bindings, which route it, except the probes (`/healthz`,
+/// `/readyz`) and the console's (`/ui/`); a caller over the rate limit is refused before its
+/// body is read.
 async fn serve_request(
     app: Arc<App>,
     request: Request<Incoming>,
     peer: SocketAddr,
 ) -> Response<Body> {
+    // Probes (an orchestrator's, a load balancer's) are not rate-limited.
+    if let Some(probe) = crate::health::probe(&request) {
+        return crate::health::answer(&app.service, probe).await;
+    }
     let caller = Caller::anonymous().with_address(Some(peer.ip()));
     if let Some(refused) = a2a_http::over_rate_limit(&app.http, request.uri().path(), &caller) {
         return refused;

@@ -29,6 +29,9 @@ use crate::views::Views;
 /// How many times a request re-reads a task whose version moved under it.
 pub(super) const MAX_RETRIES: usize = 20;
 
+/// The task id the readiness probe reads: no task has it (ids are UUIDs and their children).
+const READINESS_PROBE: &str = "readiness-probe";
+
 /// Bytes of rendered task views kept for GetTask.
 const VIEWS_BUDGET: usize = 32 * 1024 * 1024;
 
@@ -97,6 +100,12 @@ impl Service {
 
     pub fn runner(&self) -> &Runner {
         &self.runner
+    }
+
+    /// Whether the store answers: one read of a task id no task has (a readiness probe).
+    pub async fn ready(&self) -> Result<(), ServiceError> {
+        self.store.get(READINESS_PROBE).await?;
+        Ok(())
     }
 
     pub(super) fn default_participant(&self) -> Option<&str> {
