@@ -5,11 +5,11 @@
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-use redb::{Database, TableHandle};
+use redb::{Database, ReadableDatabase, ReadableTable, TableHandle};
 use task_store::{StoreError, StoreResult};
 
 use crate::error::backend;
-use crate::items::OLD_LAYOUT_TABLES;
+use crate::items::{INDEX, OLD_LAYOUT_TABLES};
 use crate::push::tasks_with_push_configs;
 use crate::tables::FileTables;
 use crate::wal::wal_paths;
@@ -45,6 +45,7 @@ impl EmbeddedStore {
         drop(FileTables::open(&txn).map_err(backend)?);
         txn.commit().map_err(backend)?;
         let (log, spare) = writer::Log::recover(&db, &wal_paths(path))?;
+        build_listing_if_old(&db)?;
         let db = Arc::new(db);
         let view = Arc::new(writer::View::new(log.last_group()));
         let push_tasks = Arc::new(RwLock::new(tasks_with_push_configs(&db)?));
@@ -62,6 +63,29 @@ impl EmbeddedStore {
             push_tasks,
         })
     }
+}
+
+/// A file whose ListTasks index is that of the earlier layout (`participant_index`, one row
+/// per participant and task, counted by reading them all) gets the listing tables built from
+/// its task documents, once, in one durable transaction that also empties the old index (a
+/// crash before it commits leaves the old index, so the next opening builds again).
+fn build_listing_if_old(db: &Database) -> StoreResult<()> {
+    let old_rows = {
+        let txn = db.begin_read().map_err(backend)?;
+        let index = txn.open_table(INDEX.table).map_err(backend)?;
+        index.first().map_err(backend)?.is_some()
+    };
+    if !old_rows {
+        return Ok(());
+    }
+    let txn = db.begin_write().map_err(backend)?;
+    {
+        let mut tables = FileTables::open(&txn).map_err(backend)?;
+        let tasks = crate::list::rebuild(&mut tables)?;
+        tracing::info!(tasks, "built the ListTasks tables of an earlier layout");
+    }
+    txn.commit().map_err(backend)?;
+    Ok(())
 }
 
 #[cfg(test)]
