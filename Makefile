@@ -45,14 +45,15 @@ lambda-e2e: ## The real Lambda function binaries under cargo lambda watch over D
 infra: ## cfn-lint and sam validate --lint on infra/template.yaml
 	tests/infra/run.sh
 
-infra-build: ## The same, then every function built for Lambda (cargo lambda build --release --arm64, zipped sizes)
+infra-build: ## The same, then every function built for Lambda (cargo lambda build --profile release-lambda --arm64, zipped sizes)
 	tests/infra/run.sh --build
 
-# Each function's release binary (for this machine), laid out as <function>/bootstrap.
+# Each function's Lambda build (profile release-lambda, for this machine), laid out as
+# <function>/bootstrap.
 lambda-init: ## Cold-start init time of every function, measured locally against a stub Runtime API (bench/lambda-init.py)
-	$(CARGO) build --release -p functions --bins
+	$(CARGO) build --profile release-lambda -p functions --bins
 	@for f in $$(sed -n '/^\[\[bin\]\]/{n;s/^name = "\(.*\)"/\1/p}' functions/Cargo.toml); do \
-	  mkdir -p target/lambda-host/$$f && ln -sfn ../../release/$$f target/lambda-host/$$f/bootstrap; done
+	  mkdir -p target/lambda-host/$$f && ln -sfn ../../release-lambda/$$f target/lambda-host/$$f/bootstrap; done
 	bench/lambda-init.py target/lambda-host $(ARGS)
 
 bench-load: ## Load test: the release server vs the a2a-sdk 1.3.0 echo server under oha (figures in docs/performance.md)

@@ -40,9 +40,9 @@ if ! [[ -x $oha ]] || [[ $("$oha" --version 2>/dev/null) != "oha $OHA_VERSION" ]
   cargo install oha --version "$OHA_VERSION" --locked --root "$root/.tools/oha" >&2
 fi
 py=$(tests/interop/venv.sh)
-log "building the release server (cargo build --profile release-lto -p local-server)"
-cargo build --profile release-lto -p local-server --bin local-server >&2
-bin=$root/target/release-lto/local-server
+log "building the release server (cargo build --release -p local-server)"
+cargo build --release -p local-server --bin local-server >&2
+bin=$root/target/release/local-server
 
 # --- servers ----------------------------------------------------------------
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/th-bench.XXXXXX")

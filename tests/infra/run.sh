@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The deployment template, checked offline: cfn-lint and `sam validate --lint` on
 # infra/template.yaml (both from PyPI, in a venv under .tools/), then, with --build, the
-# release build of every function as Lambda runs it (`cargo lambda build --release --arm64
-# --output-format zip`, cargo-lambda from PyPI with its zig) and each zip's size, which must
+# Lambda build of every function (`cargo lambda build --profile release-lambda --arm64
+# --output-format zip`: the workspace's lighter profile for the functions, cargo-lambda from
+# PyPI with its zig) and each zip's size, which must
 # stay under 10 MB.
 #
 #   tests/infra/run.sh            lint the template
@@ -40,7 +41,7 @@ if [[ ${1:-} == --build ]]; then
   if [[ ! -x $cl/bin/cargo-lambda ]]; then
     venv "$cl" "cargo-lambda==$CARGO_LAMBDA_VERSION"
   fi
-  PATH=$cl/bin:$PATH cargo lambda build --release --arm64 --output-format zip -p functions
+  PATH=$cl/bin:$PATH cargo lambda build --profile release-lambda --arm64 --output-format zip -p functions
   log "release arm64 build in $(($(date +%s) - t1))s; zipped sizes (budget $ZIP_BUDGET bytes):"
   over=0
   for zip in target/lambda/*/bootstrap.zip; do
