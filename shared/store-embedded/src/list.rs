@@ -304,3 +304,64 @@ fn decode_token(text: &str) -> StoreResult<Place> {
     let token: PageToken = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
     Ok((token.secs, token.nanos, token.task))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use a2a::TaskState;
+    use task_core::extension::Role;
+    use task_store::contract::{at, record};
+    use task_store::{Change, ListQuery, NewTask, TaskStore};
+
+    use super::*;
+    use crate::reads::TASK_READS;
+
+    /// Task reads of one listing on this thread.
+    fn reads_of(store: &EmbeddedStore, query: &ListQuery) -> (TaskPage, usize) {
+        TASK_READS.with(|n| n.set(0));
+        let page = store.list_tasks("alice", query).expect("list");
+        (page, TASK_READS.with(std::cell::Cell::get))
+    }
+
+    #[tokio::test]
+    async fn a_page_reads_the_tasks_it_returns_not_the_participants_others() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(dir.path().join("t.redb")).expect("open");
+        // 300 tasks of alice; the oldest waits for input, the rest are done.
+        let changes: Vec<Change> = (0..300)
+            .map(|i| {
+                let state = if i == 0 {
+                    TaskState::InputRequired
+                } else {
+                    TaskState::Completed
+                };
+                let rec = record(&format!("t-{i:03}"), "ctx", &[("alice", Role::Reporter)], state, at(i));
+                Change::Create(Box::new(NewTask::new(rec)))
+            })
+            .collect();
+        store.commit(changes).await.expect("seed");
+
+        let first = ListQuery {
+            page_size: 5,
+            ..Default::default()
+        };
+        let (page, reads) = reads_of(&store, &first);
+        assert_eq!((page.tasks.len(), page.total_size, reads), (5, 300, 5));
+
+        let middle = ListQuery {
+            page_token: Some(page.next_page_token),
+            ..first.clone()
+        };
+        let (page, reads) = reads_of(&store, &middle);
+        assert_eq!(page.tasks[0].record.id, "t-294");
+        assert_eq!(reads, 5);
+
+        let waiting = ListQuery {
+            state: Some(TaskState::InputRequired),
+            ..first.clone()
+        };
+        let (page, reads) = reads_of(&store, &waiting);
+        assert_eq!((page.tasks.len(), page.total_size, reads), (1, 1, 1));
+    }
+}

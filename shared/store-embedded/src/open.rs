@@ -112,4 +112,78 @@ mod tests {
         assert!(err.to_string().contains("earlier version"), "{err}");
         assert!(err.to_string().contains("move it away"), "{err}");
     }
+
+    #[tokio::test]
+    async fn a_file_with_the_earlier_index_gets_the_listing_tables_built() {
+        use a2a::TaskState;
+        use task_core::extension::Role;
+        use task_store::contract::{at, record};
+        use task_store::{Change, ListQuery, NewTask, TaskStore};
+
+        use crate::items::{BY_CONTEXT, BY_STATE, INDEX, LIST_COUNTS};
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("old.redb");
+        {
+            let store = EmbeddedStore::open(&path).expect("open");
+            let changes = (0..3)
+                .map(|i| {
+                    let state = if i == 0 {
+                        TaskState::Working
+                    } else {
+                        TaskState::Completed
+                    };
+                    let team = [("alice", Role::Reporter), ("bob", Role::Watcher)];
+                    let rec = record(&format!("t-{i}"), "ctx", &team, state, at(i));
+                    Change::Create(Box::new(NewTask::new(rec)))
+                })
+                .collect();
+            store.commit(changes).await.expect("create");
+        }
+        // What the earlier layout left: the old index's rows, none of the listing tables'.
+        {
+            let db = Database::create(&path).expect("reopen");
+            let txn = db.begin_write().expect("write");
+            {
+                let mut tables = FileTables::open(&txn).expect("tables");
+                tables.by_state.retain(|_, _| false).expect("clear");
+                tables.by_context.retain(|_, _| false).expect("clear");
+                tables.list_counts.retain(|_, _| false).expect("clear");
+                for i in 0..3i64 {
+                    let id = format!("t-{i}");
+                    for who in ["alice", "bob"] {
+                        tables.index.insert((who, at(i).timestamp(), 0, id.as_str()), ()).expect("row");
+                    }
+                }
+            }
+            txn.commit().expect("commit");
+            let read = db.begin_read().expect("read");
+            assert!(read.open_table(BY_STATE.table).expect("t").first().expect("f").is_none());
+            assert!(read.open_table(BY_CONTEXT.table).expect("t").first().expect("f").is_none());
+            assert!(read.open_table(LIST_COUNTS.table).expect("t").first().expect("f").is_none());
+        }
+        let store = EmbeddedStore::open(&path).expect("open again");
+        let all = ListQuery {
+            page_size: 2,
+            ..Default::default()
+        };
+        let page = store.list("bob", &all).await.expect("list");
+        assert_eq!(page.total_size, 3);
+        assert_eq!(page.tasks[0].record.id, "t-2");
+        let working = ListQuery {
+            state: Some(TaskState::Working),
+            ..all.clone()
+        };
+        let page = store.list("alice", &working).await.expect("list");
+        assert_eq!((page.total_size, page.tasks[0].record.id.as_str()), (1, "t-0"));
+        let by_context = ListQuery {
+            context_id: Some("ctx".into()),
+            ..all
+        };
+        assert_eq!(store.list("alice", &by_context).await.expect("list").total_size, 3);
+        drop(store);
+        let db = Database::create(&path).expect("reopen");
+        let read = db.begin_read().expect("read");
+        assert!(read.open_table(INDEX.table).expect("t").first().expect("f").is_none(), "the old index is emptied");
+    }
 }

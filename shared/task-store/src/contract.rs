@@ -17,6 +17,7 @@ mod fixtures;
 mod inbox;
 mod leases;
 mod list;
+pub mod list_bench;
 mod push;
 mod reads;
 mod sizes;
