@@ -18,7 +18,9 @@ use task_store::contract::list_bench;
 
 fn main() {
     if std::env::var("AWS_ENDPOINT_URL_DYNAMODB").is_err() {
-        eprintln!("list_tasks: no AWS_ENDPOINT_URL_DYNAMODB; run it under localstack/dynamodb-local.sh");
+        eprintln!(
+            "list_tasks: no AWS_ENDPOINT_URL_DYNAMODB; run it under localstack/dynamodb-local.sh"
+        );
         return;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -37,7 +39,12 @@ fn main() {
             let shared: Arc<dyn Store> = Arc::new(store.clone());
             let units = || store.consumed_capacity().read_units;
             list_bench::run("DynamoDB Local", shared, Some(&units), n, (20, 8)).await;
-            let _ = store.client().delete_table().table_name(&table).send().await;
+            let _ = store
+                .client()
+                .delete_table()
+                .table_name(&table)
+                .send()
+                .await;
         }
     });
 }

@@ -272,7 +272,9 @@ pub(crate) fn rebuild(tables: &mut FileTables) -> StoreResult<u64> {
                 .by_context
                 .insert((p, l.context.as_str(), record.id.as_str()), ())
                 .map_err(backend)?;
-            *counts.entry((l.participant.clone(), String::new())).or_default() += 1;
+            *counts
+                .entry((l.participant.clone(), String::new()))
+                .or_default() += 1;
             *counts.entry((l.participant, l.state)).or_default() += 1;
         }
     }
@@ -336,7 +338,13 @@ mod tests {
                 } else {
                     TaskState::Completed
                 };
-                let rec = record(&format!("t-{i:03}"), "ctx", &[("alice", Role::Reporter)], state, at(i));
+                let rec = record(
+                    &format!("t-{i:03}"),
+                    "ctx",
+                    &[("alice", Role::Reporter)],
+                    state,
+                    at(i),
+                );
                 Change::Create(Box::new(NewTask::new(rec)))
             })
             .collect();

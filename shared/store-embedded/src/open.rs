@@ -152,15 +152,36 @@ mod tests {
                 for i in 0..3i64 {
                     let id = format!("t-{i}");
                     for who in ["alice", "bob"] {
-                        tables.index.insert((who, at(i).timestamp(), 0, id.as_str()), ()).expect("row");
+                        tables
+                            .index
+                            .insert((who, at(i).timestamp(), 0, id.as_str()), ())
+                            .expect("row");
                     }
                 }
             }
             txn.commit().expect("commit");
             let read = db.begin_read().expect("read");
-            assert!(read.open_table(BY_STATE.table).expect("t").first().expect("f").is_none());
-            assert!(read.open_table(BY_CONTEXT.table).expect("t").first().expect("f").is_none());
-            assert!(read.open_table(LIST_COUNTS.table).expect("t").first().expect("f").is_none());
+            assert!(
+                read.open_table(BY_STATE.table)
+                    .expect("t")
+                    .first()
+                    .expect("f")
+                    .is_none()
+            );
+            assert!(
+                read.open_table(BY_CONTEXT.table)
+                    .expect("t")
+                    .first()
+                    .expect("f")
+                    .is_none()
+            );
+            assert!(
+                read.open_table(LIST_COUNTS.table)
+                    .expect("t")
+                    .first()
+                    .expect("f")
+                    .is_none()
+            );
         }
         let store = EmbeddedStore::open(&path).expect("open again");
         let all = ListQuery {
@@ -175,15 +196,32 @@ mod tests {
             ..all.clone()
         };
         let page = store.list("alice", &working).await.expect("list");
-        assert_eq!((page.total_size, page.tasks[0].record.id.as_str()), (1, "t-0"));
+        assert_eq!(
+            (page.total_size, page.tasks[0].record.id.as_str()),
+            (1, "t-0")
+        );
         let by_context = ListQuery {
             context_id: Some("ctx".into()),
             ..all
         };
-        assert_eq!(store.list("alice", &by_context).await.expect("list").total_size, 3);
+        assert_eq!(
+            store
+                .list("alice", &by_context)
+                .await
+                .expect("list")
+                .total_size,
+            3
+        );
         drop(store);
         let db = Database::create(&path).expect("reopen");
         let read = db.begin_read().expect("read");
-        assert!(read.open_table(INDEX.table).expect("t").first().expect("f").is_none(), "the old index is emptied");
+        assert!(
+            read.open_table(INDEX.table)
+                .expect("t")
+                .first()
+                .expect("f")
+                .is_none(),
+            "the old index is emptied"
+        );
     }
 }

@@ -32,7 +32,9 @@ impl Listing {
     /// A commit's change of the listing.
     pub(crate) fn apply(&mut self, task_id: &str, change: &ListingChange) {
         let has_context = |entries: &[task_store::listing::Listed], p: &str, ctx: &str| {
-            entries.iter().any(|l| l.participant == p && l.context == ctx)
+            entries
+                .iter()
+                .any(|l| l.participant == p && l.context == ctx)
         };
         for l in &change.removed {
             self.by_state.remove(&(
@@ -56,14 +58,14 @@ impl Listing {
                 l.status_time,
                 task_id.to_owned(),
             ));
-            self.by_context.insert((
-                l.participant.clone(),
-                l.context.clone(),
-                task_id.to_owned(),
-            ));
+            self.by_context
+                .insert((l.participant.clone(), l.context.clone(), task_id.to_owned()));
         }
         for ((p, state), delta) in change.count_deltas() {
-            let count = self.counts.entry((p, state.unwrap_or_default())).or_default();
+            let count = self
+                .counts
+                .entry((p, state.unwrap_or_default()))
+                .or_default();
             *count = count.saturating_add_signed(delta);
         }
     }
@@ -96,7 +98,10 @@ pub(crate) fn list(
             {
                 let record = task(items, task_id)?.record;
                 if query.matches(&record) {
-                    matching.push((record.status_timestamp().unwrap_or_default(), task_id.clone()));
+                    matching.push((
+                        record.status_timestamp().unwrap_or_default(),
+                        task_id.clone(),
+                    ));
                 }
             }
             matching.sort_by(|a, b| b.cmp(a));
@@ -120,7 +125,12 @@ pub(crate) fn list(
                 let low = (p.clone(), state.clone(), lowest, String::new());
                 let high = match &cursor {
                     Some((time, task)) => (p.clone(), state.clone(), *time, task.clone()),
-                    None => (p.clone(), state.clone(), DateTime::<Utc>::MAX_UTC, String::new()),
+                    None => (
+                        p.clone(),
+                        state.clone(),
+                        DateTime::<Utc>::MAX_UTC,
+                        String::new(),
+                    ),
                 };
                 merged.extend(
                     listing
@@ -131,7 +141,12 @@ pub(crate) fn list(
                         .map(|(_, _, time, task)| (*time, task.clone())),
                 );
                 if query.status_after.is_some() {
-                    let end = (p.clone(), state.clone(), DateTime::<Utc>::MAX_UTC, String::new());
+                    let end = (
+                        p.clone(),
+                        state.clone(),
+                        DateTime::<Utc>::MAX_UTC,
+                        String::new(),
+                    );
                     in_window += listing.by_state.range(low..end).count() as u64;
                 }
             }

@@ -162,7 +162,10 @@ mod tests {
     fn nothing_moves_when_the_place_stays() {
         let before = rec(TaskState::Working, 1, &["a"]);
         assert!(ListingChange::between(Some(&before), &before.clone()).is_empty());
-        assert_eq!(state_key(&TaskState::InputRequired), "TASK_STATE_INPUT_REQUIRED");
+        assert_eq!(
+            state_key(&TaskState::InputRequired),
+            "TASK_STATE_INPUT_REQUIRED"
+        );
         assert_eq!(state_keys().len(), 9);
     }
 }

@@ -25,10 +25,19 @@ fn queries() -> Vec<(&'static str, ListQuery)> {
         ("completed", q(None, Some(TaskState::Completed), None)),
         ("ctx a", q(Some("a"), None, None)),
         ("ctx b", q(Some("b"), None, None)),
-        ("ctx a working", q(Some("a"), Some(TaskState::Working), None)),
-        ("ctx b completed", q(Some("b"), Some(TaskState::Completed), None)),
+        (
+            "ctx a working",
+            q(Some("a"), Some(TaskState::Working), None),
+        ),
+        (
+            "ctx b completed",
+            q(Some("b"), Some(TaskState::Completed), None),
+        ),
         ("after 20", q(None, None, Some(20))),
-        ("working after 20", q(None, Some(TaskState::Working), Some(20))),
+        (
+            "working after 20",
+            q(None, Some(TaskState::Working), Some(20)),
+        ),
         ("ctx a after 20", q(Some("a"), None, Some(20))),
         (
             "ctx a working after 20",
@@ -54,7 +63,10 @@ async fn totals(store: &dyn Store, who: &str) -> Vec<usize> {
             listed += page.tasks.len();
             token = page.next_page_token;
         }
-        assert_eq!(page.total_size, listed, "{who}, {name}: total against pages");
+        assert_eq!(
+            page.total_size, listed,
+            "{who}, {name}: total against pages"
+        );
         out.push(page.total_size);
     }
     out
@@ -140,7 +152,9 @@ pub async fn list_counts_follow_creations_states_and_participants(store: Arc<dyn
     // An update without a new record, and one that keeps state, context and time, count
     // nothing twice.
     let current = store.get("t-2").await.expect("get").expect("exists");
-    commit_one(&*store, update(&current)).await.expect("no record");
+    commit_one(&*store, update(&current))
+        .await
+        .expect("no record");
     let current = store.get("t-2").await.expect("get").expect("exists");
     let mut same = update(&current);
     let mut renamed = current.record.clone();
@@ -154,7 +168,13 @@ pub async fn list_counts_follow_creations_states_and_participants(store: Arc<dyn
 
     // Two tasks created in one commit both count.
     let pair = ["p-1", "p-2"].map(|id| {
-        let rec = record(id, "b", &[("dave", Role::Reporter)], TaskState::Working, at(50));
+        let rec = record(
+            id,
+            "b",
+            &[("dave", Role::Reporter)],
+            TaskState::Working,
+            at(50),
+        );
         Change::Create(Box::new(NewTask::new(rec)))
     });
     store.commit(pair.into()).await.expect("create two");
