@@ -3,13 +3,14 @@
 //! then its writes applied to every table.
 
 use task_store::limits::{self, EncodedChange};
+use task_store::listing::ListingChange;
 use task_store::{
     Change, Committed, Conflict, InboxKey, Lease, NewTask, StoreError, StoreResult, TaskCounters,
     TaskUpdate,
 };
 
 use crate::error::backend;
-use crate::items::{LeaseDoc, index_keys, json, lease_doc, parse, time_key};
+use crate::items::{LeaseDoc, json, lease_doc, parse, time_key};
 use crate::tables::Tables;
 
 /// One change of a commit, ready for the writer.
@@ -41,9 +42,8 @@ pub(crate) struct PreparedTask {
     /// (key, sender) of the inbox items a creation queues; their messages are `docs.inbox`.
     inbox: Vec<(InboxKey, String)>,
     consume_inbox: Vec<InboxKey>,
-    /// Index entries to drop and to add.
-    unindex: Vec<(String, i64, u32)>,
-    index: Vec<(String, i64, u32)>,
+    /// ListTasks' entries to drop and to add, and the counts they move.
+    listing: ListingChange,
     /// False for an update without a record (the document stays as it is).
     write_document: bool,
     /// The run lease a creation takes (the lease document).
@@ -105,8 +105,7 @@ fn prepare_create(new: &NewTask, docs: EncodedChange) -> StoreResult<PreparedTas
             .map(|i| (i.key.clone(), i.sender.clone()))
             .collect(),
         consume_inbox: Vec::new(),
-        unindex: Vec::new(),
-        index: index_keys(&new.record),
+        listing: ListingChange::between(None, &new.record),
         write_document: true,
         lease: new.lease.as_ref().map(lease_doc).transpose()?,
         release: None,
@@ -130,9 +129,9 @@ fn prepare_update(update: &TaskUpdate, docs: EncodedChange) -> StoreResult<Prepa
         return Err(Conflict::TaskChanged(id.to_owned()).into());
     }
     let applied = update.applied();
-    let (unindex, index) = match &update.record {
-        Some(record) => (index_keys(&base.record), index_keys(record)),
-        None => (Vec::new(), Vec::new()),
+    let listing = match &update.record {
+        Some(record) => ListingChange::between(Some(&base.record), record),
+        None => ListingChange::default(),
     };
     Ok(PreparedTask {
         task_id: id.to_owned(),
@@ -148,8 +147,7 @@ fn prepare_update(update: &TaskUpdate, docs: EncodedChange) -> StoreResult<Prepa
         message_ids: update.message_ids.clone(),
         inbox: Vec::new(),
         consume_inbox: update.consume_inbox.clone(),
-        unindex,
-        index,
+        listing,
         write_document: update.record.is_some(),
         lease: None,
         release: update.release.clone(),
@@ -359,18 +357,7 @@ fn apply_task(tables: &mut Tables, change: PreparedTask) -> StoreResult<Committe
             .insert((id, secs, nanos, entry.message_id.as_str()), text.as_str())
             .map_err(backend)?;
     }
-    for (participant, secs, nanos) in &change.unindex {
-        tables
-            .index
-            .remove((participant.as_str(), *secs, *nanos, id))
-            .map_err(backend)?;
-    }
-    for (participant, secs, nanos) in &change.index {
-        tables
-            .index
-            .insert((participant.as_str(), *secs, *nanos, id), ())
-            .map_err(backend)?;
-    }
+    crate::list::apply_listing(tables, id, &change.listing)?;
     if let Some(lease) = &change.lease {
         tables.leases.insert(id, lease.as_str()).map_err(backend)?;
     }

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use chrono::{DateTime, Utc};
 use redb::{Key, TableDefinition, Value};
 use serde::{Deserialize, Serialize};
-use task_store::{Lease, StoreError, StoreResult, TaskRecord};
+use task_store::{Lease, StoreError, StoreResult};
 
 use crate::error::corrupt;
 
@@ -64,10 +64,21 @@ pub(crate) const AUDIT: Def<(&str, i64, u32, &str), &str> = Def::new(8, "audit")
 pub(crate) const PUSH: Def<(&str, &str), &str> = Def::new(9, "push_configs");
 /// Task id → lease.
 pub(crate) const LEASES: Def<&str, &str> = Def::new(10, "leases");
-/// (participant, status seconds, status nanos, task id): ListTasks' index.
+/// (participant, status seconds, status nanos, task id): ListTasks' index of the first
+/// layouts, no longer written; opening a file that has rows in it builds the tables below from
+/// the task documents and empties it ([`crate::open`]). Its tag stays so that a log written
+/// before can still be replayed.
 pub(crate) const INDEX: Def<(&str, i64, u32, &str), ()> = Def::new(11, "participant_index");
+/// (participant, state, status seconds, status nanos, task id): ListTasks' index, one range per
+/// participant and state (`task_store::listing`).
+pub(crate) const BY_STATE: Def<StateKey, ()> = Def::new(12, "list_by_state");
+/// (participant, context, task id): ListTasks' index by context.
+pub(crate) const BY_CONTEXT: Def<(&str, &str, &str), ()> = Def::new(13, "list_by_context");
+/// (participant, state, or "" for all its tasks) → how many tasks: ListTasks' totals, changed
+/// in the write that moves the entries.
+pub(crate) const LIST_COUNTS: Def<(&str, &str), u64> = Def::new(14, "list_counts");
 /// How many tables there are; the tags are 0 to `TABLES - 1`.
-pub(crate) const TABLES: usize = 12;
+pub(crate) const TABLES: usize = 15;
 /// Tables of earlier file layouts (task documents with their counters inside; counters
 /// without the transcript's), which this version does not read.
 pub(crate) const OLD_LAYOUT_TABLES: &[&str] = &["tasks", "inbox", "task_meta"];
@@ -87,6 +98,9 @@ pub(crate) fn compares() -> [Compare; TABLES] {
         PUSH.compare(),
         LEASES.compare(),
         INDEX.compare(),
+        BY_STATE.compare(),
+        BY_CONTEXT.compare(),
+        LIST_COUNTS.compare(),
     ]
 }
 
@@ -101,6 +115,8 @@ pub(crate) struct LeaseDoc {
 pub(crate) type Counters = (u64, bool, u64, u64, u64, &'static str);
 /// (task or participant, seconds, nanoseconds, message or task id).
 pub(crate) type TimedKey = (&'static str, i64, u32, &'static str);
+/// (participant, state, seconds, nanoseconds, task id).
+pub(crate) type StateKey = (&'static str, &'static str, i64, u32, &'static str);
 
 // The tables below are listed in the order of their tags.
 const _: () = assert!(
@@ -116,6 +132,9 @@ const _: () = assert!(
         && PUSH.tag == 9
         && LEASES.tag == 10
         && INDEX.tag == 11
+        && BY_STATE.tag == 12
+        && BY_CONTEXT.tag == 13
+        && LIST_COUNTS.tag == 14
 );
 
 pub(crate) fn json<T: Serialize>(value: &T) -> StoreResult<String> {
@@ -129,15 +148,6 @@ pub(crate) fn parse<T: for<'de> Deserialize<'de>>(what: &str, text: &str) -> Sto
 /// (seconds, nanoseconds) of an instant: an order-preserving key for any representable time.
 pub(crate) fn time_key(t: DateTime<Utc>) -> (i64, u32) {
     (t.timestamp(), t.timestamp_subsec_nanos())
-}
-
-/// Index keys (participant, status time) of a task document.
-pub(crate) fn index_keys(record: &TaskRecord) -> Vec<(String, i64, u32)> {
-    let (secs, nanos) = time_key(record.status.timestamp.unwrap_or_default());
-    record
-        .roles()
-        .map(|(participant, _)| (participant.to_owned(), secs, nanos))
-        .collect()
 }
 
 pub(crate) fn lease_doc(lease: &Lease) -> StoreResult<String> {

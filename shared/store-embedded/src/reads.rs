@@ -17,8 +17,16 @@ impl EmbeddedStore {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many tasks this thread read (tests count what a read costs).
+    pub(crate) static TASK_READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// A task: its counters row, then its document.
 pub(crate) fn task(snapshot: &Snapshot, task_id: &str) -> StoreResult<Option<StoredTask>> {
+    #[cfg(test)]
+    TASK_READS.with(|n| n.set(n.get() + 1));
     let meta = snapshot.table(META)?;
     let Some(found) = meta.get(task_id)? else {
         return Ok(None);

@@ -5,8 +5,8 @@
 use redb::WriteTransaction;
 
 use crate::items::{
-    ARTIFACTS, AUDIT, Counters, EVENTS, HISTORY, INBOX, INDEX, LEASES, MESSAGE_IDS, META, PUSH,
-    TABLES, TASKS, TRANSCRIPT, TimedKey,
+    ARTIFACTS, AUDIT, BY_CONTEXT, BY_STATE, Counters, EVENTS, HISTORY, INBOX, INDEX, LEASES,
+    LIST_COUNTS, MESSAGE_IDS, META, PUSH, StateKey, TABLES, TASKS, TRANSCRIPT, TimedKey,
 };
 use crate::logged::{self, Disk, Journal, Logged, Sink};
 use crate::memtable::MemTable;
@@ -28,6 +28,9 @@ macro_rules! in_tag_order {
             &mut $tables.push,
             &mut $tables.leases,
             &mut $tables.index,
+            &mut $tables.by_state,
+            &mut $tables.by_context,
+            &mut $tables.list_counts,
         ]
     };
 }
@@ -47,6 +50,9 @@ pub(crate) struct Tables<'a> {
     pub(crate) push: Logged<'a, (&'static str, &'static str), &'static str>,
     pub(crate) leases: Logged<'a, &'static str, &'static str>,
     pub(crate) index: Logged<'a, TimedKey, ()>,
+    pub(crate) by_state: Logged<'a, StateKey, ()>,
+    pub(crate) by_context: Logged<'a, (&'static str, &'static str, &'static str), ()>,
+    pub(crate) list_counts: Logged<'a, (&'static str, &'static str), u64>,
 }
 
 impl<'a> Tables<'a> {
@@ -71,6 +77,9 @@ impl<'a> Tables<'a> {
             push,
             leases,
             index,
+            by_state,
+            by_context,
+            list_counts,
         ] = active;
         let older = |tag: usize| frozen.map(|f| &f[tag]);
         Self {
@@ -86,6 +95,9 @@ impl<'a> Tables<'a> {
             push: Logged::new(PUSH, push, older(PUSH.tag), disk, seq),
             leases: Logged::new(LEASES, leases, older(LEASES.tag), disk, seq),
             index: Logged::new(INDEX, index, older(INDEX.tag), disk, seq),
+            by_state: Logged::new(BY_STATE, by_state, older(BY_STATE.tag), disk, seq),
+            by_context: Logged::new(BY_CONTEXT, by_context, older(BY_CONTEXT.tag), disk, seq),
+            list_counts: Logged::new(LIST_COUNTS, list_counts, older(LIST_COUNTS.tag), disk, seq),
         }
     }
 
@@ -160,6 +172,9 @@ pub(crate) struct FileTables<'t> {
     pub(crate) push: redb::Table<'t, (&'static str, &'static str), &'static str>,
     pub(crate) leases: redb::Table<'t, &'static str, &'static str>,
     pub(crate) index: redb::Table<'t, TimedKey, ()>,
+    pub(crate) by_state: redb::Table<'t, StateKey, ()>,
+    pub(crate) by_context: redb::Table<'t, (&'static str, &'static str, &'static str), ()>,
+    pub(crate) list_counts: redb::Table<'t, (&'static str, &'static str), u64>,
 }
 
 impl<'t> FileTables<'t> {
@@ -178,6 +193,9 @@ impl<'t> FileTables<'t> {
             push: txn.open_table(PUSH.table)?,
             leases: txn.open_table(LEASES.table)?,
             index: txn.open_table(INDEX.table)?,
+            by_state: txn.open_table(BY_STATE.table)?,
+            by_context: txn.open_table(BY_CONTEXT.table)?,
+            list_counts: txn.open_table(LIST_COUNTS.table)?,
         })
     }
 

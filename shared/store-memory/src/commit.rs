@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use task_store::limits::EncodedChange;
+use task_store::listing::ListingChange;
 use task_store::{
     Change, Committed, Conflict, InboxKey, NewTask, StoreError, StoreResult, TaskUpdate,
 };
@@ -143,6 +144,9 @@ fn apply_create(items: &mut Items, new: &NewTask, docs: EncodedChange) -> Commit
         event_seqs: (0..task.events.len() as u64).collect(),
     };
     items.tasks.insert(id.clone(), task);
+    items
+        .listing
+        .apply(&id, &ListingChange::between(None, &new.record));
     if let Some(lease) = &new.lease {
         items.leases.insert(id, lease.clone());
     }
@@ -191,6 +195,11 @@ fn apply_update(
     };
     if give_up {
         items.leases.remove(id);
+    }
+    if let Some(record) = &update.record {
+        // At the version the update read, the stored task is `base`.
+        let change = ListingChange::between(Some(&update.base.record), record);
+        items.listing.apply(id, &change);
     }
     Ok(committed)
 }

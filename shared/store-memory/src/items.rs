@@ -18,6 +18,8 @@ pub(crate) struct Items {
     pub(crate) leases: HashMap<String, Lease>,
     /// How many leases were handed out: each gets its own token.
     pub(crate) leases_granted: u64,
+    /// ListTasks' entries and counts.
+    pub(crate) listing: crate::list::Listing,
 }
 
 impl Items {

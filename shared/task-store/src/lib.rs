@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod limits;
+pub mod listing;
 pub mod model;
 pub mod port;
 
