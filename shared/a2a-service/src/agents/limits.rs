@@ -15,6 +15,9 @@ use super::port::{AgentReply, TurnEnd};
 use super::transcript::{Compaction, Entry, Transcript, estimate, estimate_turn};
 use super::turn::TurnContext;
 
+/// The window of a model that has none (`models::context_window` of the offline models).
+const UNBOUNDED: u64 = u64::MAX;
+
 /// The last call's size as the provider counted it: its input and output tokens, and how
 /// many turns it was sent.
 pub(super) struct LastCall {
@@ -81,6 +84,9 @@ impl ModelAgent {
     ) -> Option<String> {
         let model = self.config.catalog.model_for(&task.record.extension);
         let window = models::context_window(model);
+        if window == UNBOUNDED {
+            return None;
+        }
         let system = system_prompt(&self.config, task, transcript.summary().0);
         let needs = estimate(&system) + self.tools_tokens + estimate_turn(user);
         (needs > compaction::threshold(window)).then(|| {
@@ -116,6 +122,12 @@ impl ModelAgent {
         mut force: bool,
     ) -> Result<Compacted, StoreError> {
         loop {
+            // A model without a window (the offline ones) is never compacted: no request is
+            // rendered to find that out.
+            let ext = &turn.task().record.extension;
+            if models::context_window(self.config.catalog.model_for(ext)) == UNBOUNDED {
+                return Ok(Compacted::Ready);
+            }
             let request = self.request(turn.task(), transcript);
             let window = models::context_window(&request.model);
             let threshold = compaction::threshold(window);
