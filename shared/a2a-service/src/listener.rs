@@ -19,10 +19,14 @@ pub trait EventListener: Send + Sync {
     /// The config announced by `push_config_storing` is stored.
     fn push_config_stored(&self, task_id: &str);
 
-    /// An event that is not stored (a chunk of the model's text while it is generated): only
-    /// this process's streams following the task see it. Default: dropped.
-    fn transient(&self, _task_id: &str, _event: StreamResponse) {}
+    /// An event that is not stored (a chunk of the model's text while it is generated),
+    /// placed after the task's first `after` stored events: only this process's streams
+    /// following the task see it. Default: dropped.
+    fn transient(&self, _task_id: &str, _after: u64, _event: StreamResponse) {}
 }
+
+/// A transient event, and how many of the task's stored events come before it.
+pub(crate) type Transient = (u64, StreamResponse);
 
 /// How many transient events a slow follower may fall behind before it misses some.
 const TRANSIENT_BACKLOG: usize = 256;
@@ -30,7 +34,7 @@ const TRANSIENT_BACKLOG: usize = 256;
 /// One followed task: the count of its appends, and its transient events.
 struct Followed {
     appends: watch::Sender<u64>,
-    transient: broadcast::Sender<StreamResponse>,
+    transient: broadcast::Sender<Transient>,
 }
 
 /// Wakes the streams of this process that follow a task as soon as events are appended to
@@ -45,7 +49,7 @@ pub(crate) struct Wakeup {
 /// dropped.
 pub(crate) struct Appends {
     changed: Option<watch::Receiver<u64>>,
-    transient: broadcast::Receiver<StreamResponse>,
+    transient: broadcast::Receiver<Transient>,
     task_id: String,
     wakeup: Arc<Wakeup>,
 }
@@ -61,7 +65,7 @@ impl Appends {
 
     /// Resolves after the next append (`None`) or with the next transient event, whichever
     /// comes first.
-    pub(crate) async fn news(&mut self) -> Option<StreamResponse> {
+    pub(crate) async fn news(&mut self) -> Option<Transient> {
         let Self {
             changed, transient, ..
         } = self;
@@ -84,7 +88,7 @@ impl Appends {
 
     /// The next transient event of the task (waits for one; a follower that fell behind
     /// skips what it missed).
-    async fn next_transient(transient: &mut broadcast::Receiver<StreamResponse>) -> StreamResponse {
+    async fn next_transient(transient: &mut broadcast::Receiver<Transient>) -> Transient {
         loop {
             match transient.recv().await {
                 Ok(event) => return event,
@@ -96,7 +100,7 @@ impl Appends {
     }
 
     /// The transient events already published and not yet taken, oldest first.
-    pub(crate) fn transient_ready(&mut self) -> Vec<StreamResponse> {
+    pub(crate) fn transient_ready(&mut self) -> Vec<Transient> {
         let mut ready = Vec::new();
         loop {
             match self.transient.try_recv() {
@@ -179,10 +183,10 @@ impl EventListener for Wakeup {
         }
     }
 
-    fn transient(&self, task_id: &str, event: StreamResponse) {
+    fn transient(&self, task_id: &str, after: u64, event: StreamResponse) {
         if let Some(followed) = self.lock().get(task_id) {
             // No follower in this process: nobody to tell.
-            let _ = followed.transient.send(event);
+            let _ = followed.transient.send((after, event));
         }
     }
 }
@@ -236,14 +240,17 @@ mod tests {
         let wakeup = Arc::new(Wakeup::new(None));
         let mut a = wakeup.subscribe("a");
         let mut b = wakeup.subscribe("b");
-        wakeup.transient("a", chunk("one"));
-        wakeup.transient("a", chunk("two"));
-        assert_eq!(a.transient_ready(), vec![chunk("one"), chunk("two")]);
+        wakeup.transient("a", 1, chunk("one"));
+        wakeup.transient("a", 2, chunk("two"));
+        assert_eq!(
+            a.transient_ready(),
+            vec![(1, chunk("one")), (2, chunk("two"))]
+        );
         assert!(b.transient_ready().is_empty());
-        wakeup.transient("a", chunk("three"));
+        wakeup.transient("a", 2, chunk("three"));
         let next = tokio::time::timeout(Duration::from_secs(5), a.news()).await;
-        assert_eq!(next.ok(), Some(Some(chunk("three"))));
-        wakeup.transient("nobody", chunk("lost")); // no follower: dropped, nothing kept
+        assert_eq!(next.ok(), Some(Some((2, chunk("three")))));
+        wakeup.transient("nobody", 0, chunk("lost")); // no follower: dropped, nothing kept
         assert_eq!(wakeup.followed_tasks(), 2);
     }
 

@@ -262,18 +262,14 @@ pub trait Model: Send + Sync {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError>;
 
     /// The same call, its text passed to `sink` piece by piece while the provider generates
-    /// it (the reply still carries the whole text). Default: the whole text in one piece once
-    /// the call returns.
+    /// it (the reply still carries the whole text). Default: a provider that does not stream
+    /// (`echo`) tells the sink nothing; its text arrives whole in the reply.
     async fn complete_streaming(
         &self,
         request: &ModelRequest,
-        sink: &dyn TextSink,
+        _sink: &dyn TextSink,
     ) -> Result<ModelReply, ModelError> {
-        let reply = self.complete(request).await?;
-        if let Some(text) = reply.text.as_deref().filter(|t| !t.is_empty()) {
-            sink.text(text);
-        }
-        Ok(reply)
+        self.complete(request).await
     }
 }
 

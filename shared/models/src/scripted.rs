@@ -280,7 +280,8 @@ impl ScriptedModel {
             if turn.piece_delay_ms > 0 {
                 tokio::time::sleep(Duration::from_millis(turn.piece_delay_ms)).await;
             }
-            if !piece.is_empty() {
+            // A turn without `pieces` answers whole, like a model that does not stream.
+            if turn.pieces.is_some() && !piece.is_empty() {
                 sink.text(piece);
             }
         }

@@ -40,9 +40,9 @@ pub trait TurnHost: Send + Sync {
     /// The task's whole transcript, oldest entry first.
     async fn transcript(&self, task_id: &str) -> Result<Vec<Value>, StoreError>;
 
-    /// Shows `event` to the streams of this process that follow the task, without storing
-    /// it (a chunk of the model's text while it is generated).
-    fn stream(&self, task_id: &str, event: a2a::StreamResponse);
+    /// Shows `event` to the streams of this process that follow the task, after the task's
+    /// first `after` stored events, without storing it (a chunk of the model's text).
+    fn stream(&self, task_id: &str, after: u64, event: a2a::StreamResponse);
 }
 
 /// What an agent's run works with: the task (WORKING, as last committed), the message it
@@ -107,7 +107,9 @@ impl TurnContext<'_> {
 
     /// Shows `event` to this process's streams following the task; nothing is stored.
     pub fn stream(&self, event: a2a::StreamResponse) {
-        self.host.stream(&self.task.record.id, event);
+        // After every event the run has committed (its WORKING status among them).
+        self.host
+            .stream(&self.task.record.id, self.task.counters.events, event);
     }
 
     /// Commits one turn, built by `build` from the task as it is; if the task changed

@@ -165,9 +165,9 @@ impl Runner {
     }
 
     /// An event for this process's streams only (not stored).
-    pub(super) fn transient(&self, task_id: &str, event: a2a::StreamResponse) {
+    pub(super) fn transient(&self, task_id: &str, after: u64, event: a2a::StreamResponse) {
         if let Some(listener) = &self.inner.listener {
-            listener.transient(task_id, event);
+            listener.transient(task_id, after, event);
         }
     }
 

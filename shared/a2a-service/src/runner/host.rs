@@ -23,8 +23,8 @@ impl TurnHost for Runner {
         self.inner.store.transcript(task_id, 0).await
     }
 
-    fn stream(&self, task_id: &str, event: StreamResponse) {
-        self.transient(task_id, event);
+    fn stream(&self, task_id: &str, after: u64, event: StreamResponse) {
+        self.transient(task_id, after, event);
     }
 
     async fn commit_turn(

@@ -145,19 +145,13 @@ impl Service {
         // Subscribed before the first read, so no append between the read and the wait is missed.
         let woken = self.wakeup.subscribe(&task_id);
         let rest = stream::unfold(
-            (
-                store,
-                from_seq,
-                VecDeque::<StreamResponse>::new(),
-                (false, false),
-                woken,
-            ),
-            move |(store, mut next, mut pending, (mut done, mut seen_mine), mut woken)| {
+            (store, from_seq, Queued::default(), (false, false), woken),
+            move |(store, mut next, mut queued, (mut done, mut seen_mine), mut woken)| {
                 let task_id = task_id.clone();
                 let message_id = message_id.clone();
                 async move {
                     loop {
-                        if let Some(event) = pending.pop_front() {
+                        if let Some(event) = queued.pop(next) {
                             let state = view::event_state(&event);
                             let terminal = state.is_some_and(|s| lifecycle::TERMINAL.contains(s));
                             let answers = match (&message_id, view::event_in_reply_to(&event)) {
@@ -175,33 +169,38 @@ impl Service {
                             seen_mine |= answers && message_id.is_some();
                             return Some((
                                 Ok(event),
-                                (store, next, pending, (done, seen_mine), woken),
+                                (store, next, queued, (done, seen_mine), woken),
                             ));
                         }
                         if done {
                             return None;
                         }
+                        queued.chunks.extend(woken.transient_ready());
                         match store.events(&task_id, next, 100).await {
                             Ok(events) if events.is_empty() => {
+                                // A chunk placed after events this process cannot read yet
+                                // goes out all the same.
+                                if queued.release_chunk() {
+                                    continue;
+                                }
                                 // An append in this process wakes us at once; another
                                 // process's append is seen at the next poll. A transient
                                 // event (a chunk of the model's text) goes out as it comes.
                                 tokio::select! {
-                                    news = woken.news() => pending.extend(news),
+                                    news = woken.news() => queued.chunks.extend(news),
                                     _ = tokio::time::sleep(poll) => {}
                                 }
                             }
                             Ok(events) => {
-                                // Transient events published before these appends were
-                                // committed come first: a reply's chunks precede its status.
-                                pending.extend(woken.transient_ready());
                                 next = events.last().map_or(next, |e| e.seq + 1);
-                                pending.extend(events.into_iter().map(|e| e.event));
+                                queued
+                                    .log
+                                    .extend(events.into_iter().map(|e| (e.seq, e.event)));
                             }
                             Err(err) => {
                                 return Some((
                                     Err(err.into()),
-                                    (store, next, pending, (true, seen_mine), woken),
+                                    (store, next, queued, (true, seen_mine), woken),
                                 ));
                             }
                         }
@@ -210,5 +209,89 @@ impl Service {
             },
         );
         first.chain(rest).boxed()
+    }
+}
+
+/// What a follower has read and not yet sent: stored events with their numbers, and
+/// transient chunks with the number of stored events that come before each.
+#[derive(Default)]
+struct Queued {
+    log: VecDeque<(u64, StreamResponse)>,
+    chunks: VecDeque<(u64, StreamResponse)>,
+    /// A chunk that may go before the events it was placed after (they are not readable).
+    released: Option<StreamResponse>,
+}
+
+impl Queued {
+    /// The next event in the task's order: a chunk once every stored event before it was
+    /// sent, else the next stored event; `next` is the number of the first event not read.
+    fn pop(&mut self, next: u64) -> Option<StreamResponse> {
+        if let Some(chunk) = self.released.take() {
+            return Some(chunk);
+        }
+        let sent_before = self.log.front().map_or(next, |(seq, _)| *seq);
+        if self
+            .chunks
+            .front()
+            .is_some_and(|(after, _)| *after <= sent_before)
+        {
+            return self.chunks.pop_front().map(|(_, event)| event);
+        }
+        self.log.pop_front().map(|(_, event)| event)
+    }
+
+    /// Lets the oldest waiting chunk go out now; false if there is none.
+    fn release_chunk(&mut self) -> bool {
+        self.released = self.chunks.pop_front().map(|(_, event)| event);
+        self.released.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(n: u64) -> StreamResponse {
+        StreamResponse::Message(a2a::Message::new(
+            a2a::Role::Agent,
+            vec![a2a::Part::text(format!("event {n}"))],
+        ))
+    }
+
+    fn text(event: Option<StreamResponse>) -> Option<String> {
+        match event? {
+            StreamResponse::Message(m) => m.parts[0].as_text().map(str::to_owned),
+            _ => None,
+        }
+    }
+
+    fn chunk(text: &str) -> StreamResponse {
+        StreamResponse::Message(a2a::Message::new(
+            a2a::Role::Agent,
+            vec![a2a::Part::text(text)],
+        ))
+    }
+
+    #[test]
+    fn chunks_go_between_the_events_they_were_placed_between() {
+        let mut q = Queued::default();
+        // Events 3 and 4 read; a chunk placed after 4 events (0..=3), another after 5.
+        q.log.extend([(3, status(3)), (4, status(4))]);
+        q.chunks.extend([(4, chunk("a")), (5, chunk("b"))]);
+        assert_eq!(text(q.pop(5)).as_deref(), Some("event 3"));
+        assert_eq!(text(q.pop(5)).as_deref(), Some("a"));
+        assert_eq!(text(q.pop(5)).as_deref(), Some("event 4"));
+        assert_eq!(text(q.pop(5)).as_deref(), Some("b"));
+        assert!(q.pop(5).is_none());
+    }
+
+    #[test]
+    fn a_chunk_after_unread_events_waits_unless_released() {
+        let mut q = Queued::default();
+        q.chunks.push_back((7, chunk("a")));
+        assert!(q.pop(5).is_none(), "events 5 and 6 come first");
+        assert!(q.release_chunk());
+        assert_eq!(text(q.pop(5)).as_deref(), Some("a"));
+        assert!(!q.release_chunk());
     }
 }
