@@ -1,9 +1,10 @@
 //! A provider's failure shows the task's participants what happened, never where: the
 //! `local-server` binary with a catalog whose OpenAI-compatible model (or registered remote
 //! agent) is a stand-in on 127.0.0.1 that fails, answers with a body holding a secret-looking
-//! internal URL, never answers, or is not there at all. The task fails with the class of the
-//! failure; its status message, history and stream carry nothing of the stand-in's address,
-//! the URL or the body. The details go to the server's log.
+//! internal URL, never answers, or is not there at all. Once the retries are over (a 1 s
+//! deadline here) the conversation waits with the class of the failure; its status message,
+//! history and stream carry nothing of the stand-in's address, the URL or the body. The
+//! details go to the server's log.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -57,10 +58,20 @@ async fn closed_addr() -> String {
 }
 
 fn server_with_model(settings: Value) -> (Server, tempfile::TempDir) {
-    server_with_catalog(json!({
+    let dir = scratch_dir("catalog-");
+    let path = dir.path().join("catalog.json");
+    let catalog = json!({
         "default_model": "private",
         "models": [{"id": "private", "provider": "openai", "settings": settings}]
-    }))
+    });
+    std::fs::write(&path, catalog.to_string()).expect("catalog");
+    let server = Server::builder()
+        .arg("--model-catalog")
+        .arg(path.to_str().expect("utf-8"))
+        .arg("--model-retry-deadline-secs")
+        .arg("1")
+        .start();
+    (server, dir)
 }
 
 /// Alice streams "hello" over JSON-RPC to the end; nothing in the stream shows `hidden`.
@@ -84,11 +95,15 @@ async fn stream_hello(server: &Server, hidden: &str) -> (Api, String) {
     (api, id)
 }
 
-/// The task read back: failed for `why`, and nothing in it shows `hidden`.
-async fn assert_failed_for(api: &Api, id: &str, why: &str, hidden: &str) -> Value {
+/// The conversation read back: waiting for `why` (a transient failure: the message is kept
+/// for the next try), and nothing in it shows `hidden`.
+async fn assert_waits_for(api: &Api, id: &str, why: &str, hidden: &str) -> Value {
     let task = read(api, id).await;
-    assert_eq!(state(&task), "TASK_STATE_FAILED", "{task}");
-    assert_eq!(status_text(&task), why);
+    assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED", "{task}");
+    assert_eq!(
+        status_text(&task),
+        format!("{why}; your message is kept: send another message to try again")
+    );
     assert_nothing_of("GetTask", &task.to_string(), hidden);
     task
 }
@@ -121,7 +136,7 @@ async fn a_provider_error_shows_its_class_not_the_endpoint_or_the_body() {
     let (server, _dir) =
         server_with_model(json!({"base_url": format!("http://{}/v1", stand_in.addr)}));
     let (api, id) = stream_hello(&server, &stand_in.addr).await;
-    assert_failed_for(
+    assert_waits_for(
         &api,
         &id,
         "the model provider is unavailable",
@@ -152,7 +167,7 @@ async fn a_provider_that_is_not_there_is_unavailable_without_its_address() {
     let (server, _dir) = server_with_model(json!({"base_url": format!("http://{addr}/v1")}));
     let api = server.client().api(Binding::Rest).as_participant("alice");
     let task = api.send_text("alice", "hello").await;
-    assert_failed_for(
+    assert_waits_for(
         &api,
         id_of(&task),
         "the model provider is unavailable",
@@ -169,7 +184,7 @@ async fn a_provider_that_never_answers_timed_out() {
         "timeout_secs": 1
     }));
     let (api, id) = stream_hello(&server, &stand_in.addr).await;
-    assert_failed_for(&api, &id, "the model provider timed out", &stand_in.addr).await;
+    assert_waits_for(&api, &id, "the model provider timed out", &stand_in.addr).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
