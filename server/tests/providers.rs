@@ -130,19 +130,29 @@ async fn model_and_effort_commands_change_what_the_provider_receives() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_provider_that_keeps_failing_fails_the_task_after_its_retries() {
+async fn a_provider_that_keeps_failing_is_retried_until_the_deadline_then_the_conversation_waits() {
     let stub = Stub::start(Some(503)).await;
-    let (server, _dir) = server_with_catalog(json!({
+    let dir = scratch_dir("catalog-");
+    let path = dir.path().join("catalog.json");
+    let catalog = json!({
         "default_model": "down",
         "models": [{"id": "down", "provider": "openai", "settings": {"base_url": stub.base}}]
-    }));
+    });
+    std::fs::write(&path, catalog.to_string()).expect("catalog");
+    let server = Server::builder()
+        .arg("--model-catalog")
+        .arg(path.to_str().expect("utf-8"))
+        .arg("--model-retry-deadline-secs")
+        .arg("2")
+        .start();
     let api = server.client().api(Binding::Rest);
     let task = api.send_text("alice", "hello").await;
-    assert_eq!(state(&task), "TASK_STATE_FAILED", "{task}");
+    assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED", "{task}");
     assert_eq!(
         status_text(&task),
-        "the model provider is unavailable",
+        "the model provider is unavailable; your message is kept: send another message to try again",
         "{task}"
     );
-    assert_eq!(stub.requests().len(), 4, "the first call and three retries");
+    // 0.5 s, then 1 s, then past the deadline: the first call and two retries at least.
+    assert!(stub.requests().len() >= 3, "{}", stub.requests().len());
 }
