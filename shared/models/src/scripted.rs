@@ -570,7 +570,10 @@ mod tests {
             .complete_streaming(&request("t", vec![assistant(), assistant()]), &sink)
             .await
             .unwrap();
-        assert_eq!(sink.pieces(), ["whole"]);
+        assert!(
+            sink.pieces().is_empty(),
+            "a turn without pieces does not stream"
+        );
     }
 
     #[tokio::test]

@@ -156,10 +156,23 @@ impl TableDefinition {
             } else {
                 None
             },
-            point_in_time_recovery:
-                p["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"].as_bool()
-                    == Some(true),
+            point_in_time_recovery: enabled_by_default(
+                &template,
+                &p["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"],
+            ),
         })
+    }
+}
+
+/// `true`, or a `!Ref` to a template parameter whose default is `"true"`.
+fn enabled_by_default(template: &serde_yaml_ng::Value, value: &serde_yaml_ng::Value) -> bool {
+    match value {
+        serde_yaml_ng::Value::Bool(on) => *on,
+        serde_yaml_ng::Value::Tagged(tagged) if tagged.tag == "Ref" => tagged
+            .value
+            .as_str()
+            .is_some_and(|name| template["Parameters"][name]["Default"].as_str() == Some("true")),
+        _ => false,
     }
 }
 
