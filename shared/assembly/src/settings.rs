@@ -140,18 +140,9 @@ impl FromLookup for Settings {
                 .map_err(|e| invalid(names::REMOTE_AGENTS, e))?,
         };
         let max_turns = positive(&lookup, names::MAX_TURNS, 50)?;
-        let task_token_budget = match lookup(names::TASK_TOKEN_BUDGET) {
-            None => None,
-            Some(_) => Some(positive(&lookup, names::TASK_TOKEN_BUDGET, 1u64)?),
-        };
-        let model_retry_deadline = match lookup(names::MODEL_RETRY_DEADLINE_SECS) {
-            None => None,
-            Some(_) => Some(Duration::from_secs(positive(
-                &lookup,
-                names::MODEL_RETRY_DEADLINE_SECS,
-                1u64,
-            )?)),
-        };
+        let task_token_budget = optional_positive(&lookup, names::TASK_TOKEN_BUDGET)?;
+        let model_retry_deadline =
+            optional_positive(&lookup, names::MODEL_RETRY_DEADLINE_SECS)?.map(Duration::from_secs);
         let remote_lost_after =
             Duration::from_secs(positive(&lookup, names::REMOTE_LOST_AFTER_SECS, 300)?);
         Ok(Self {
@@ -231,6 +222,17 @@ fn positive<N: std::str::FromStr + PartialOrd + Default>(
     }
 }
 
+/// A positive whole number, or `None` when unset.
+fn optional_positive<N: std::str::FromStr + PartialOrd + Default>(
+    lookup: impl Fn(&'static str) -> Option<String>,
+    name: &'static str,
+) -> Result<Option<N>, ConfigError> {
+    match lookup(name) {
+        None => Ok(None),
+        Some(_) => positive(lookup, name, N::default()).map(Some),
+    }
+}
+
 /// The catalog from its file or its text (one of them), or the `echo` model alone.
 fn catalog(lookup: impl Fn(&'static str) -> Option<String>) -> Result<ModelCatalog, ConfigError> {
     match (
@@ -306,10 +308,7 @@ fn instructions(
 fn rate_limit(
     lookup: impl Fn(&'static str) -> Option<String>,
 ) -> Result<Option<RateLimit>, ConfigError> {
-    let burst = match lookup(names::RATE_LIMIT_BURST) {
-        None => None,
-        Some(_) => Some(positive(&lookup, names::RATE_LIMIT_BURST, 1u32)?),
-    };
+    let burst = optional_positive::<u32>(&lookup, names::RATE_LIMIT_BURST)?;
     let Some(rate) = lookup(names::RATE_LIMIT) else {
         return match burst {
             None => Ok(None),

@@ -27,8 +27,8 @@ pub(super) struct LastCall {
 
 /// Whether the next call may go.
 pub(super) enum Compacted {
-    /// It fits (compacted or not).
-    Ready,
+    /// It fits (compacted or not): the call to send.
+    Ready(models::ModelRequest),
     /// The task left WORKING while a compaction was committed: the run ends.
     TaskLeft,
     /// The compaction call failed.
@@ -122,17 +122,16 @@ impl ModelAgent {
         mut force: bool,
     ) -> Result<Compacted, StoreError> {
         loop {
-            // A model without a window (the offline ones) is never compacted: no request is
-            // rendered to find that out.
-            let ext = &turn.task().record.extension;
-            if models::context_window(self.config.catalog.model_for(ext)) == UNBOUNDED {
-                return Ok(Compacted::Ready);
-            }
+            // The request the projection is made on is the call sent when it fits: rendered
+            // once. A model without a window (the offline ones) is never compacted.
             let request = self.request(turn.task(), transcript);
             let window = models::context_window(&request.model);
+            if window == UNBOUNDED {
+                return Ok(Compacted::Ready(request));
+            }
             let threshold = compaction::threshold(window);
             if !force && self.projected(&request, last_call.as_ref()) <= threshold {
-                return Ok(Compacted::Ready);
+                return Ok(Compacted::Ready(request));
             }
             force = false;
             let seen = transcript.seen();
@@ -142,7 +141,7 @@ impl ModelAgent {
             let limit = (window / 2).saturating_sub(compaction::overhead(previous));
             let Some(cut) = compaction::cut(&seen, limit) else {
                 // Nothing more may go: the call is sent as it is.
-                return Ok(Compacted::Ready);
+                return Ok(Compacted::Ready(request));
             };
             let call = compaction::request(&request, previous, &seen[..cut.turns]);
             let reply = match self.config.models.complete(&call).await {

@@ -270,15 +270,14 @@ impl Agent for ModelAgent {
             if let Some(reason) = self.budget_spent(turn.task()) {
                 return Ok(stop(turn.task(), reason).with_transcript(transcript.pending_values()));
             }
-            match self
+            let request = match self
                 .compact(turn, &mut transcript, &mut last_call, overflowed)
                 .await?
             {
-                Compacted::Ready => {}
+                Compacted::Ready(request) => request,
                 Compacted::TaskLeft => return Ok(AgentReply::text(String::new())),
                 Compacted::Failed(err) => return Ok(self.failed(turn, err, &transcript)),
-            }
-            let request = self.request(turn.task(), &transcript);
+            };
             made += 1;
             let streamed = StreamedText::new(turn, made);
             let answer = self
