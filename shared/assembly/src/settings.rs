@@ -90,6 +90,10 @@ pub struct Settings {
     /// `TH_RATE_LIMIT` (requests per second per caller) and `TH_RATE_LIMIT_BURST` (default:
     /// one second's worth): a limit each process applies on its own (default none).
     pub rate_limit: Option<RateLimit>,
+    /// `TH_RETENTION_DAYS`: how long a task in a terminal state is kept after it reached
+    /// that state (a sub-task also never before its parent goes); unset or `0`: forever
+    /// (the default).
+    pub retention: Option<chrono::Duration>,
 }
 
 /// A configuration read by name from a lookup: the environment, the local server's flags, or
@@ -164,6 +168,7 @@ impl FromLookup for Settings {
             model_retry_deadline,
             lease_ttl,
             rate_limit: rate_limit(&lookup)?,
+            retention: retention(&lookup)?,
         })
     }
 }
@@ -326,6 +331,24 @@ fn rate_limit(
             "not a positive number of requests per second",
         )
     })
+}
+
+/// Whole days, `0` for none; at most 100 years.
+fn retention(
+    lookup: impl Fn(&'static str) -> Option<String>,
+) -> Result<Option<chrono::Duration>, ConfigError> {
+    const MAX_DAYS: u32 = 36_500;
+    match lookup(names::RETENTION_DAYS) {
+        None => Ok(None),
+        Some(text) => match text.trim().parse::<u32>() {
+            Ok(0) => Ok(None),
+            Ok(days) if days <= MAX_DAYS => Ok(Some(chrono::Duration::days(i64::from(days)))),
+            _ => Err(invalid(
+                names::RETENTION_DAYS,
+                format!("not a whole number of days from 0 (forever) to {MAX_DAYS}"),
+            )),
+        },
+    }
 }
 
 #[cfg(test)]

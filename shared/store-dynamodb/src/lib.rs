@@ -20,6 +20,7 @@ pub mod open;
 mod plan;
 mod push;
 mod reads;
+mod retention;
 pub mod schema;
 mod tasks;
 mod txn;

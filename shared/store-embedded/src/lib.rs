@@ -35,6 +35,7 @@ mod memtable;
 mod open;
 mod push;
 mod reads;
+mod retention;
 mod snapshot;
 mod tables;
 mod tasks;

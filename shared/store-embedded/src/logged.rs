@@ -118,6 +118,26 @@ impl<'a, K: Key + 'static, V: Value + 'static> Logged<'a, K, V> {
         Ok(Merged::new(rows, Box::new(file), false))
     }
 
+    /// Removes every row of `range` as the writer sees it; returns how many there were.
+    pub(crate) fn remove_range<'k, KR: Borrow<K::SelfType<'k>>>(
+        &mut self,
+        range: impl RangeBounds<KR>,
+    ) -> Result<usize, String> {
+        let keys: Vec<Vec<u8>> = self
+            .range(range)?
+            .map(|row| {
+                row.map(|(key, _)| K::as_bytes(&key.value()).as_ref().to_vec())
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Result<_, _>>()?;
+        for key in &keys {
+            self.mem.put(self.seq, key, None);
+            self.ops.push(DELETE);
+            put_bytes(&mut self.ops, key);
+        }
+        Ok(keys.len())
+    }
+
     /// The table in the file as last checkpointed.
     fn file(&self) -> Result<&ReadOnlyTable<K, V>, String> {
         self.table

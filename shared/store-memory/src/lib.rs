@@ -14,6 +14,7 @@ mod leases;
 mod list;
 mod push;
 mod reads;
+mod retention;
 mod tasks;
 
 use std::sync::{Arc, Mutex, MutexGuard};

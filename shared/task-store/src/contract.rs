@@ -6,7 +6,7 @@
 //! The tests live by concern: `tasks` (create, get, submit order), `conditions` (existence,
 //! version, states, role, message ids, atomic multi-task commits), `reads` (events, history,
 //! artifacts, transcript, audit), `sizes`, `inbox`, `leases`, `list`, `counts` (ListTasks'
-//! totals under every filter), `push` (push configs)
+//! totals under every filter), `push` (push configs), `retention` (the purge)
 //! and `concurrency`; `fixtures` holds what they share.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,6 +20,7 @@ mod list;
 pub mod list_bench;
 mod push;
 mod reads;
+mod retention;
 mod sizes;
 mod tasks;
 
@@ -35,6 +36,7 @@ pub use leases::*;
 pub use list::*;
 pub use push::*;
 pub use reads::*;
+pub use retention::*;
 pub use sizes::*;
 pub use tasks::*;
 
@@ -53,7 +55,8 @@ macro_rules! contract_suite {
             a_long_conversation_is_stored_intact, concurrent_updates_lose_nothing, one_winner_per_conflicting_pair,
             concurrent_role_changes_have_one_winner, concurrent_lease_acquisition_has_one_winner,
             push_configs_belong_to_their_owner, push_configs_are_capped,
-            concurrent_push_config_writes_keep_the_rules);
+            concurrent_push_config_writes_keep_the_rules,
+            the_purge_removes_expired_terminal_tasks_and_keeps_live_ones);
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
         $(

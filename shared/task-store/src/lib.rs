@@ -10,6 +10,7 @@ pub mod limits;
 pub mod listing;
 pub mod model;
 pub mod port;
+pub mod retention;
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -17,3 +18,4 @@ pub mod contract;
 pub use error::{Conflict, StoreError, StoreResult};
 pub use model::*;
 pub use port::*;
+pub use retention::{Candidate, Purged};

@@ -9,6 +9,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use crate::error::StoreResult;
 use crate::model::*;
+use crate::retention::Purged;
 
 /// A commit on its way (see [`TaskStore::submit`]): awaiting it gives the commit's outcome.
 pub type PendingCommit =
@@ -189,7 +190,21 @@ pub trait PushConfigStore: Send + Sync {
     }
 }
 
-/// Everything the service needs from storage.
-pub trait Store: TaskStore + InboxStore + LeaseStore + PushConfigStore {}
+/// Terminal tasks past their retention ([`crate::retention`]).
+#[async_trait]
+pub trait RetentionStore: Send + Sync {
+    /// Takes every task that has been in a terminal state for `keep` at `now` (from its
+    /// status time) and that no existing task on this service names as its parent: all its
+    /// rows (document, logs, inbox, audit, push configs, lease, listing entries and counts)
+    /// removed at once, each conditional on the task still being the terminal version read,
+    /// parents before their children (a parent removed here frees its children in the same
+    /// purge). A store that deletes by an expiry attribute instead marks each such task's
+    /// items with the instant they expire (`Purged::expiring`), possibly as soon as the task
+    /// is terminal, and a child never before its parent. Live tasks are never touched.
+    async fn purge(&self, now: DateTime<Utc>, keep: Duration) -> StoreResult<Purged>;
+}
 
-impl<T: TaskStore + InboxStore + LeaseStore + PushConfigStore> Store for T {}
+/// Everything the service needs from storage.
+pub trait Store: TaskStore + InboxStore + LeaseStore + PushConfigStore + RetentionStore {}
+
+impl<T: TaskStore + InboxStore + LeaseStore + PushConfigStore + RetentionStore> Store for T {}

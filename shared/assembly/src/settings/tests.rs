@@ -25,6 +25,19 @@ fn defaults() {
     assert_eq!(c.instructions, None);
     assert_eq!(c.task_token_budget, None);
     assert_eq!(c.model_retry_deadline, None);
+    assert_eq!(c.retention, None, "kept forever unless set");
+}
+
+#[test]
+fn retention_is_whole_days_and_zero_is_forever() {
+    let c = read(&[("TH_RETENTION_DAYS", "30")]).expect("valid");
+    assert_eq!(c.retention, Some(chrono::Duration::days(30)));
+    let c = read(&[("TH_RETENTION_DAYS", "0")]).expect("valid");
+    assert_eq!(c.retention, None);
+    for bad in ["-1", "1.5", "a week", "36501"] {
+        let err = read(&[("TH_RETENTION_DAYS", bad)]).expect_err(bad);
+        assert_eq!(err.variable, "TH_RETENTION_DAYS");
+    }
 }
 
 #[test]

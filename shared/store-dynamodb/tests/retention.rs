@@ -1,0 +1,140 @@
+//! Retention on DynamoDB: the purge marks every item of an eligible task with the table's
+//! TTL attribute (DynamoDB Local keeps expired items, so the marks are what is checked), and
+//! no item of a live task, or of a finished sub-task whose parent is still live.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashMap;
+
+use a2a::TaskState;
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::Duration;
+use store_dynamodb::DynamoDbStore;
+use task_core::extension::TaskRef;
+use task_store::contract::{TEAM, at, record, snapshot, status_event, user_message};
+use task_store::{
+    AuditEntry, Change, NewTask, PushConfigStore, RetentionStore, TaskRecord, TaskStore, TaskUpdate,
+};
+
+/// PK → (SK, ttl) of every item in the table.
+async fn items(store: &DynamoDbStore) -> HashMap<String, Vec<(String, Option<i64>)>> {
+    let mut by_task: HashMap<String, Vec<(String, Option<i64>)>> = HashMap::new();
+    let mut start = None;
+    loop {
+        let out = store
+            .client()
+            .scan()
+            .table_name(store.table_name())
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .expect("scan");
+        for item in out.items.unwrap_or_default() {
+            let text = |name: &str| match item.get(name) {
+                Some(AttributeValue::S(s) | AttributeValue::N(s)) => Some(s.clone()),
+                _ => None,
+            };
+            by_task
+                .entry(text("PK").unwrap())
+                .or_default()
+                .push((text("SK").unwrap(), text("ttl").map(|t| t.parse().unwrap())));
+        }
+        match out.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => return by_task,
+        }
+    }
+}
+
+async fn create(store: &DynamoDbStore, rec: TaskRecord) {
+    let mut new = NewTask::new(rec.clone());
+    new.events.push(snapshot(&rec));
+    new.history
+        .push(user_message(&format!("{}-m", rec.id), "hello"));
+    new.message_ids.push(format!("{}-m", rec.id));
+    new.audit.push(AuditEntry::new(
+        at(-5),
+        &format!("{}-m", rec.id),
+        Some("alice"),
+        true,
+        "ok",
+    ));
+    store
+        .commit(vec![Change::Create(Box::new(new))])
+        .await
+        .expect("create");
+}
+
+#[tokio::test]
+async fn every_item_of_an_eligible_task_is_marked_and_no_item_of_a_live_one() {
+    let (store, _guard) = common::fresh_table().await;
+    create(
+        &store,
+        record("done", "ctx", TEAM, TaskState::Working, at(-10)),
+    )
+    .await;
+    store
+        .put_push_config(
+            "alice",
+            task_store::PushConfig {
+                url: "https://example.com/hook".into(),
+                id: Some("cfg".into()),
+                task_id: "done".into(),
+                token: None,
+                authentication: None,
+                tenant: None,
+            },
+        )
+        .await
+        .expect("push config");
+    let base = store.get("done").await.expect("get").expect("exists");
+    let mut finished = base.record.clone();
+    finished.status.state = TaskState::Completed;
+    finished.status.timestamp = Some(at(0));
+    let mut update = TaskUpdate::new(base);
+    update.events.push(status_event(&finished, "done"));
+    update.record = Some(finished);
+    store
+        .commit(vec![Change::Update(Box::new(update))])
+        .await
+        .expect("finish");
+    create(
+        &store,
+        record("live", "ctx", TEAM, TaskState::Working, at(0)),
+    )
+    .await;
+    let mut parent = record("p", "ctx", TEAM, TaskState::Working, at(0));
+    parent.extension.sub_tasks.push(TaskRef::local("p.1"));
+    create(&store, parent).await;
+    let mut child = record("p.1", "ctx", TEAM, TaskState::Failed, at(0));
+    child.extension.parent_tasks.push(TaskRef::local("p"));
+    create(&store, child).await;
+
+    let keep = Duration::days(1);
+    let now = at(0) + Duration::days(2);
+    let purged = store.purge(now, keep).await.expect("purge");
+    let expiry = (at(0) + keep).timestamp();
+    assert_eq!(
+        purged.expiring,
+        [("done".to_owned(), at(0) + keep)],
+        "{purged:?}"
+    );
+
+    let table = items(&store).await;
+    let done = &table["TASK#done"];
+    // Task, 2 events, history, message id, audit, push config and its 2 counters, 3 index
+    // entries.
+    assert!(done.len() >= 10, "{done:?}");
+    for (sk, ttl) in done {
+        assert_eq!(*ttl, Some(expiry), "{sk} of the finished task is marked");
+    }
+    for task in ["TASK#live", "TASK#p", "TASK#p.1"] {
+        for (sk, ttl) in &table[task] {
+            assert_eq!(*ttl, None, "{task} {sk} is not marked");
+        }
+    }
+    // A second pass has nothing more to mark.
+    let again = store.purge(now, keep).await.expect("purge");
+    assert!(again.expiring.is_empty(), "{again:?}");
+}
