@@ -5,6 +5,7 @@ pub mod allocator;
 mod console;
 mod health;
 mod listener;
+mod maintenance;
 mod options;
 mod server;
 

@@ -125,6 +125,10 @@ pub struct Options {
     /// worth, at least 1).
     #[arg(long, env = names::RATE_LIMIT_BURST)]
     pub rate_limit_burst: Option<String>,
+    /// Days a task in a terminal state is kept after it reached that state (a sub-task also
+    /// until its parent is gone), then purged in the background; unset or 0: forever.
+    #[arg(long, env = names::RETENTION_DAYS)]
+    pub retention_days: Option<String>,
 }
 
 impl Options {
@@ -157,6 +161,7 @@ impl Options {
             names::MODEL_RETRY_DEADLINE_SECS => self.model_retry_deadline_secs.clone(),
             names::RATE_LIMIT => self.rate_limit.clone(),
             names::RATE_LIMIT_BURST => self.rate_limit_burst.clone(),
+            names::RETENTION_DAYS => self.retention_days.clone(),
             _ => None,
         };
         value.filter(|v| !v.trim().is_empty())

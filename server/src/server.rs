@@ -34,6 +34,8 @@ pub struct Server {
     shutdown: tokio::sync::watch::Sender<bool>,
     push: Arc<PushDispatcher>,
     sweeper: JoinHandle<()>,
+    /// The retention purge and the backup trigger, when running.
+    upkeep: Vec<JoinHandle<()>>,
 }
 
 struct App {
@@ -43,16 +45,19 @@ struct App {
     body_timeout: Duration,
 }
 
-async fn open_store(options: &Options, settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
+/// The store, and the embedded one again when it is that (for its backups).
+async fn open_store(
+    options: &Options,
+    settings: &Settings,
+) -> anyhow::Result<(Arc<dyn Store>, Option<EmbeddedStore>)> {
     Ok(match options.store {
         StoreKind::Embedded => {
             std::fs::create_dir_all(&options.data_dir)
                 .with_context(|| format!("creating {}", options.data_dir.display()))?;
             let path = options.data_dir.join("tasks.redb");
-            Arc::new(
-                EmbeddedStore::open(&path)
-                    .with_context(|| format!("opening {}", path.display()))?,
-            )
+            let store = EmbeddedStore::open(&path)
+                .with_context(|| format!("opening {}", path.display()))?;
+            (Arc::new(store.clone()), Some(store))
         }
         StoreKind::Dynamodb => {
             let table = settings
@@ -65,7 +70,7 @@ async fn open_store(options: &Options, settings: &Settings) -> anyhow::Result<Ar
                     .await
                     .with_context(|| format!("creating the table {table}"))?;
             }
-            Arc::new(store)
+            (Arc::new(store), None)
         }
     })
 }
@@ -82,7 +87,17 @@ impl Server {
             .base_url
             .clone()
             .unwrap_or_else(|| format!("http://{addr}"));
-        let store = open_store(&options, &settings).await?;
+        let (store, embedded) = open_store(&options, &settings).await?;
+        let mut upkeep = Vec::new();
+        if let Some(keep) = settings.retention {
+            upkeep.push(crate::maintenance::spawn_purge(store.clone(), keep));
+        }
+        if let Some(embedded) = embedded {
+            upkeep.push(crate::maintenance::spawn_backups(
+                embedded,
+                options.data_dir.clone(),
+            )?);
+        }
         let push = Arc::new(
             PushDispatcher::new(store.clone(), Arc::new(assembly::push_sender(&settings)?))
                 .map_err(|_| anyhow::anyhow!("no tokio runtime"))?,
@@ -132,6 +147,7 @@ impl Server {
             shutdown,
             push,
             sweeper,
+            upkeep,
         })
     }
 
@@ -142,6 +158,9 @@ impl Server {
     /// Stops accepting, lets open requests finish (bounded), drains push deliveries.
     pub async fn shutdown(self) {
         self.sweeper.abort();
+        for task in &self.upkeep {
+            task.abort();
+        }
         let _ = self.shutdown.send(true);
         let _ = tokio::time::timeout(Duration::from_secs(10), self.serve).await;
         self.push.shutdown(Duration::from_secs(5)).await;

@@ -20,10 +20,12 @@
 //!
 //! Where things live: `items` the tables and the documents in them; `open` opening, table
 //! creation and recovery; `snapshot` and `reads` the read layer; `commit` a commit's
-//! conditions and writes; `tasks`, `list`, `inbox`, `leases` and `push` the store port's
-//! traits; `error` the conversions into `StoreError`. Beneath them the writer thread
+//! conditions and writes; `tasks`, `list`, `inbox`, `leases`, `push` and `retention` (the
+//! purge) the store port's traits; `backup` the online copy; `error` the conversions into
+//! `StoreError`. Beneath them the writer thread
 //! (`writer`), its write-ahead log (`wal`), its layers (`memtable`, `logged`, `tables`).
 
+mod backup;
 mod commit;
 mod error;
 mod inbox;
@@ -47,6 +49,7 @@ use std::sync::{Arc, RwLock};
 
 use redb::Database;
 
+pub use backup::BACKUP_FILE;
 pub use wal::groups_in_log;
 
 /// The store. Cheap to clone: clones share the open database and its writer; the last one

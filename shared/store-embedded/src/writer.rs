@@ -563,7 +563,7 @@ fn checkpoint_of(txn: &WriteTransaction) -> StoreResult<u64> {
     Ok(seq.map_or(0, |s| s.value()))
 }
 
-fn set_checkpoint(txn: &WriteTransaction, seq: u64) -> StoreResult<()> {
+pub(crate) fn set_checkpoint(txn: &WriteTransaction, seq: u64) -> StoreResult<()> {
     txn.open_table(CHECKPOINT)
         .map_err(backend)?
         .insert(CHECKPOINT_KEY, seq)

@@ -217,6 +217,11 @@ impl Server {
         self.dir.take().expect("data dir")
     }
 
+    /// The process id (for an operator's signals: `kill -USR1` asks for a backup).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The data directory (the store's file, `server.log`).
     pub fn dir(&self) -> &Path {
         self.dir.as_ref().expect("data dir").path()
