@@ -15,6 +15,7 @@ pub mod http;
 pub mod identity;
 pub mod mains;
 pub mod notifier;
+pub mod retention;
 pub mod runner;
 mod service;
 

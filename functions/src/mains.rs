@@ -10,7 +10,7 @@ use store_dynamodb::DynamoDbStore;
 use crate::config::{FromLookup, FunctionConfig};
 use crate::http::{self, App};
 use crate::notifier::Notifier;
-use crate::{authorizer, calls, runner, service};
+use crate::{authorizer, calls, retention, runner, service};
 
 /// JSON logs for CloudWatch (one object per line; `RUST_LOG` filters, default `info`).
 pub fn init_tracing() {
@@ -114,14 +114,31 @@ pub async fn run_runner() -> Result<(), lambda_runtime::Error> {
     .await
 }
 
-/// The `main` of the sweeper: on a schedule, the tasks whose runner died (see [`runner`]).
+/// The `main` of the sweeper: on a schedule, the tasks whose runner died (see [`runner`]);
+/// on its daily schedule, the retention pass (see [`retention`]).
 pub async fn run_sweeper() -> Result<(), lambda_runtime::Error> {
-    run_background(|service, _: serde_json::Value| async move {
-        runner::sweep(service.runner())
-            .await
-            // A failed sweep is retried by the next tick; the error names only the store.
-            .map_err(|e| lambda_runtime::Error::from(e.to_string()))
-    })
+    init_tracing();
+    let config = FunctionConfig::from_env()?;
+    let (sdk, store) = store(&config).await;
+    let agent = assembly::agent(&config.settings, Some(&sdk)).await?;
+    let keep = config.settings.retention;
+    let service = Arc::new(service::service(store.clone(), &config, agent));
+    tracing::info!(table = %config.table, "function ready");
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| {
+        let (service, store) = (Arc::clone(&service), Arc::clone(&store));
+        async move {
+            // A failed pass is retried by the next tick; the error names only the store.
+            let failed = |e: task_store::StoreError| lambda_runtime::Error::from(e.to_string());
+            if retention::is_retention_pass(&event.payload) {
+                let report = retention::retention_pass(&*store, keep)
+                    .await
+                    .map_err(failed)?;
+                return Ok(serde_json::to_value(report)?);
+            }
+            let report = runner::sweep(service.runner()).await.map_err(failed)?;
+            Ok::<_, lambda_runtime::Error>(serde_json::to_value(report)?)
+        }
+    }))
     .await
 }
 

@@ -65,12 +65,12 @@ impl Candidate {
 /// The candidates a purge at `now` removes, parents before children: those whose retention
 /// `keep` has ended and whose every local parent either no longer exists (`parent_exists`
 /// says, for a task that is not a candidate taken here) or is taken here too.
-pub fn eligible<'c>(
-    candidates: &'c [Candidate],
+pub fn eligible(
+    candidates: &[Candidate],
     now: DateTime<Utc>,
     keep: Duration,
     parent_exists: impl Fn(&str) -> bool,
-) -> Vec<&'c Candidate> {
+) -> Vec<&Candidate> {
     let mut taken: Vec<&Candidate> = Vec::new();
     let mut ids: HashSet<&str> = HashSet::new();
     let expired: Vec<&Candidate> = candidates
