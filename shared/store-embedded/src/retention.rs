@@ -184,3 +184,48 @@ fn remove_task(tables: &mut Tables<'_>, doomed: &Doomed) -> StoreResult<()> {
     };
     apply_listing(tables, id, &change)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use a2a::TaskState;
+    use task_store::contract::{TEAM, at, record};
+    use task_store::{AuditEntry, Change, NewTask, TaskStore, TaskUpdate};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_task_written_after_it_was_chosen_is_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(dir.path().join("t.redb")).expect("open");
+        let rec = record("done", "ctx", TEAM, TaskState::Completed, at(0));
+        store
+            .commit(vec![Change::Create(Box::new(NewTask::new(rec)))])
+            .await
+            .expect("create");
+        let now = at(0) + Duration::days(2);
+        let chosen = store
+            .read(|snapshot| choose(snapshot, now, Duration::days(1)))
+            .expect("choose");
+        assert_eq!(chosen.len(), 1);
+
+        // A write lands between the choice and the writer's job (an audit entry of a
+        // refused message): the task is no longer the version chosen.
+        let task = store.get("done").await.expect("get").expect("exists");
+        let mut update = TaskUpdate::new(task);
+        update
+            .audit
+            .push(AuditEntry::new(at(5), "m", Some("eve"), false, "terminal"));
+        store
+            .commit(vec![Change::Update(Box::new(update))])
+            .await
+            .expect("update");
+
+        assert!(store.remove(chosen).await.expect("remove").is_empty());
+        assert!(store.get("done").await.expect("get").is_some());
+        // The next purge weighs it again, and takes it.
+        let purged = store.purge(now, Duration::days(1)).await.expect("purge");
+        assert_eq!(purged.removed, ["done"]);
+    }
+}
