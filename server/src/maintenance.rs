@@ -34,16 +34,21 @@ pub(crate) fn spawn_purge(store: Arc<dyn Store>, keep: chrono::Duration) -> Join
     })
 }
 
-/// Writes a backup of `store` under `<data_dir>/backups/<UTC time>/` on every `SIGUSR1`.
+/// Writes a backup of the embedded `store` under `<data_dir>/backups/<UTC time>/` on every
+/// `SIGUSR1`. Without one (`--store dynamodb`) the signal is only logged: its default action
+/// would end the process.
 pub(crate) fn spawn_backups(
-    store: EmbeddedStore,
+    store: Option<EmbeddedStore>,
     data_dir: PathBuf,
 ) -> anyhow::Result<JoinHandle<()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut requests = signal(SignalKind::user_defined1())?;
     Ok(tokio::spawn(async move {
         while requests.recv().await.is_some() {
-            let store = store.clone();
+            let Some(store) = store.clone() else {
+                warn!("backup: this store is DynamoDB's; use its point-in-time recovery");
+                continue;
+            };
             let dir = backup_dir(&data_dir);
             let written = tokio::task::spawn_blocking(move || store.backup_to(&dir)).await;
             match written {

@@ -92,12 +92,10 @@ impl Server {
         if let Some(keep) = settings.retention {
             upkeep.push(crate::maintenance::spawn_purge(store.clone(), keep));
         }
-        if let Some(embedded) = embedded {
-            upkeep.push(crate::maintenance::spawn_backups(
-                embedded,
-                options.data_dir.clone(),
-            )?);
-        }
+        upkeep.push(crate::maintenance::spawn_backups(
+            embedded,
+            options.data_dir.clone(),
+        )?);
         let push = Arc::new(
             PushDispatcher::new(store.clone(), Arc::new(assembly::push_sender(&settings)?))
                 .map_err(|_| anyhow::anyhow!("no tokio runtime"))?,
