@@ -208,7 +208,8 @@ pub async fn commit(
     let all: Vec<Change> = changes.iter().cloned().chain(notes).collect();
     match store.commit(all).await {
         Ok(_) => Ok(parents),
-        Err(StoreError::Conflict(Conflict::TaskTerminal(_))) => {
+        // A parent that ended (or was purged by retention) since it was read takes no note.
+        Err(StoreError::Conflict(Conflict::TaskTerminal(_)) | StoreError::NotFound(_)) => {
             store.commit(changes).await?;
             Ok(Vec::new())
         }

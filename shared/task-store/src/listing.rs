@@ -23,10 +23,20 @@ pub struct Listed {
 
 /// A state as index keys and counts name it: its ProtoJSON name (`TASK_STATE_WORKING`).
 pub fn state_key(state: &TaskState) -> String {
-    match serde_json::to_value(state) {
-        Ok(serde_json::Value::String(name)) => name,
-        _ => format!("{state:?}"),
+    // Written out (every commit names states): `state_keys_are_the_protojson_names` checks
+    // them against the serialization.
+    match state {
+        TaskState::Unspecified => "TASK_STATE_UNSPECIFIED",
+        TaskState::Submitted => "TASK_STATE_SUBMITTED",
+        TaskState::Working => "TASK_STATE_WORKING",
+        TaskState::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+        TaskState::AuthRequired => "TASK_STATE_AUTH_REQUIRED",
+        TaskState::Completed => "TASK_STATE_COMPLETED",
+        TaskState::Canceled => "TASK_STATE_CANCELED",
+        TaskState::Failed => "TASK_STATE_FAILED",
+        TaskState::Rejected => "TASK_STATE_REJECTED",
     }
+    .to_owned()
 }
 
 /// Every state a task can be in, as [`state_key`] names them: the partitions a listing
@@ -85,6 +95,17 @@ impl ListingChange {
             removed: old.iter().filter(|l| !new.contains(l)).cloned().collect(),
             added: new.iter().filter(|l| !old.contains(l)).cloned().collect(),
         }
+    }
+
+    /// The change without `participant`'s entries: the service's own agent is on every task
+    /// and never lists, so a store may keep neither its entries nor its counts.
+    #[must_use]
+    pub fn without(mut self, participant: Option<&str>) -> Self {
+        if let Some(p) = participant {
+            self.removed.retain(|l| l.participant != p);
+            self.added.retain(|l| l.participant != p);
+        }
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -156,6 +177,42 @@ mod tests {
         assert_eq!(get("a", Some("TASK_STATE_COMPLETED")), 1);
         assert_eq!((get("b", None), get("c", None)), (-1, 1));
         assert_eq!(get("c", Some("TASK_STATE_COMPLETED")), 1);
+    }
+
+    #[test]
+    fn state_keys_are_the_protojson_names() {
+        for state in [
+            TaskState::Unspecified,
+            TaskState::Submitted,
+            TaskState::Working,
+            TaskState::InputRequired,
+            TaskState::AuthRequired,
+            TaskState::Completed,
+            TaskState::Canceled,
+            TaskState::Failed,
+            TaskState::Rejected,
+        ] {
+            assert_eq!(
+                serde_json::to_value(&state).unwrap(),
+                serde_json::Value::String(state_key(&state))
+            );
+        }
+    }
+
+    #[test]
+    fn an_unlisted_participant_moves_nothing() {
+        let before = rec(TaskState::Working, 1, &["a", "agent"]);
+        let after = rec(TaskState::Completed, 2, &["a", "agent"]);
+        let change = ListingChange::between(Some(&before), &after).without(Some("agent"));
+        assert!(
+            change
+                .removed
+                .iter()
+                .chain(&change.added)
+                .all(|l| l.participant == "a")
+        );
+        assert_eq!(change.added.len(), 1);
+        assert!(change.count_deltas().keys().all(|(p, _)| p == "a"));
     }
 
     #[test]

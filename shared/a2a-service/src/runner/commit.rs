@@ -2,6 +2,7 @@
 //! state owes the task's parents (and children created with it), the listener told of the
 //! new events, the noted parents run.
 
+use futures::future::BoxFuture;
 use task_store::{Change, StoreError, StoredTask, TaskUpdate};
 
 use super::handle::Runner;
@@ -11,12 +12,28 @@ impl Runner {
     /// Commits one update with the notes its change of state owes the task's parents (a change
     /// of its extension told by an event, `extension_events`), and returns the task as it now is (no read back). A parent that ended meanwhile takes no
     /// note: the commit is tried again without them.
-    pub(super) async fn commit(&self, update: TaskUpdate) -> Result<StoredTask, StoreError> {
-        self.commit_with(update, Vec::new()).await
+    ///
+    /// Boxed, as [`commit_with`](Self::commit_with).
+    pub(super) fn commit(
+        &self,
+        update: TaskUpdate,
+    ) -> BoxFuture<'_, Result<StoredTask, StoreError>> {
+        self.commit_with(update, Vec::new())
     }
 
     /// [`commit`](Self::commit), with more changes in the same transaction (children).
-    pub(super) async fn commit_with(
+    ///
+    /// Boxed: the update is kilobytes, and every future that awaits a commit inline would
+    /// carry it (and copy it whenever that future moves, as a spawned run's does).
+    pub(super) fn commit_with(
+        &self,
+        update: TaskUpdate,
+        more: Vec<Change>,
+    ) -> BoxFuture<'_, Result<StoredTask, StoreError>> {
+        Box::pin(self.commit_boxed(update, more))
+    }
+
+    async fn commit_boxed(
         &self,
         mut update: TaskUpdate,
         mut more: Vec<Change>,

@@ -57,9 +57,8 @@ impl Runner {
                 }
             };
             let answer = answer_to_relay(&current, &reply, &self.inner.config.agent_id);
-            let mut update = self
-                .outcome_update(&current, item, &reply, &transition)
-                .await?;
+            let mut update =
+                Box::pin(self.outcome_update(&current, item, &reply, &transition)).await?;
             update.release = end.lease.clone();
             if answer.is_some()
                 && let Some(record) = update.record.as_mut()
@@ -84,7 +83,7 @@ impl Runner {
                     continue;
                 }
                 Err(StoreError::TooLarge(why)) => {
-                    return self.fail_unstorable(&current, item, &why).await;
+                    return Box::pin(self.fail_unstorable(&current, item, &why)).await;
                 }
                 Ok(task) => {
                     end.lease = None; // given up with the outcome

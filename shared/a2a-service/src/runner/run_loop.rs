@@ -86,7 +86,9 @@ impl Runner {
                         Held::Interrupted(by) => {
                             given_up = false;
                             spent_interrupts.extend(by.iter().map(|i| i.key.message_id.clone()));
-                            self.record_interruption(task_id, &item, &by).await?;
+                            // Boxed: a rare path whose large future would otherwise be
+                            // part of every run's task (copied when each run is spawned).
+                            Box::pin(self.record_interruption(task_id, &item, &by)).await?;
                         }
                     }
                 }
@@ -149,10 +151,10 @@ impl Runner {
             return self.commit(update).await;
         }
         if let Some(note) = note {
-            return self.take_note(stored, item, &note, end).await;
+            return Box::pin(self.take_note(stored, item, &note, end)).await;
         }
         if record.agent.awaiting_participant.as_deref() == Some(item.sender.as_str()) {
-            return self.assignee_replied(stored, item).await;
+            return Box::pin(self.assignee_replied(stored, item)).await;
         }
 
         let answers = record
@@ -218,7 +220,9 @@ impl Runner {
         let run = self.inner.agent.run(&mut turn);
         let reply = end.interruptible.during(run).await?;
         let latest = turn.into_task();
-        self.record_outcome(latest, item, reply, end).await
+        // Boxed, as the rare paths of `attempt`: a future that holds these inline is copied
+        // whole each time it moves (into its box, into a spawned task).
+        Box::pin(self.record_outcome(latest, item, reply, end)).await
     }
 }
 

@@ -91,8 +91,7 @@ impl Service {
         ));
 
         if let Some(command) = command {
-            return self
-                .create_with_command(record, new, created, message, command, now)
+            return Box::pin(self.create_with_command(record, new, created, message, command, now))
                 .await;
         }
         if carries_content(message) {
@@ -109,7 +108,7 @@ impl Service {
             LifecycleEvent::CommandApplied,
         )?;
         let step = Step::new(record, transition, None, now, Some(&message.message_id));
-        self.create_answered(new, step, created, message).await
+        Box::pin(self.create_answered(new, step, created, message)).await
     }
 
     /// A command as the first message opens a conversation that waits for the next one.
@@ -140,7 +139,7 @@ impl Service {
         let answer = Some(view::agent_message(&record, reply));
         let in_reply_to = Some(message.message_id.as_str());
         let step = Step::new(record, transition, answer, now, in_reply_to);
-        self.create_answered(new, step, created, message).await
+        Box::pin(self.create_answered(new, step, created, message)).await
     }
 
     /// Creates a task whose first message is answered by its creation (`step`): the message

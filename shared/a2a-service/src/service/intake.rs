@@ -38,12 +38,13 @@ impl Service {
             }
             check_webhook_url(&config.url, &self.webhook_policy()).await?;
         }
+        // Each path boxed: one large future inline would be copied into every send's.
         let mut intake = match &message.task_id {
             None => match self.agent.direct_reply(message) {
                 Some(text) => Intake::Direct(Box::new(direct_message(message, text))),
-                None => self.new_task(&sender, message).await?,
+                None => Box::pin(self.new_task(&sender, message)).await?,
             },
-            Some(task_id) => self.follow_up(&sender, task_id, message).await?,
+            Some(task_id) => Box::pin(self.follow_up(&sender, task_id, message)).await?,
         };
         let push_from = match &intake {
             Intake::Answered {
