@@ -55,8 +55,10 @@ async fn open_store(
             std::fs::create_dir_all(&options.data_dir)
                 .with_context(|| format!("creating {}", options.data_dir.display()))?;
             let path = options.data_dir.join("tasks.redb");
+            // The agent never lists: its index entries and counts are not written.
             let store = EmbeddedStore::open(&path)
-                .with_context(|| format!("opening {}", path.display()))?;
+                .with_context(|| format!("opening {}", path.display()))?
+                .without_listing_for(settings.agent_id.as_str());
             (Arc::new(store.clone()), Some(store))
         }
         StoreKind::Dynamodb => {

@@ -55,15 +55,20 @@ pub(crate) struct PreparedTask {
 /// A commit's changes, encoded (the size rules of `task_store::limits`) and prepared for the
 /// writer, on the caller's thread: size errors and the conditions that need no database never
 /// hold the writer.
-pub(crate) fn prepare(changes: &[Change]) -> StoreResult<Vec<Prepared>> {
+/// `unlisted`: the participant whose listing entries are not kept.
+pub(crate) fn prepare(changes: &[Change], unlisted: Option<&str>) -> StoreResult<Vec<Prepared>> {
     let encoded = limits::encode_changes(changes)?;
     changes
         .iter()
         .zip(encoded)
         .map(|(change, mut docs)| {
             Ok(match change {
-                Change::Create(new) => Prepared::Task(Box::new(prepare_create(new, docs)?)),
-                Change::Update(update) => Prepared::Task(Box::new(prepare_update(update, docs)?)),
+                Change::Create(new) => {
+                    Prepared::Task(Box::new(prepare_create(new, docs, unlisted)?))
+                }
+                Change::Update(update) => {
+                    Prepared::Task(Box::new(prepare_update(update, docs, unlisted)?))
+                }
                 Change::Enqueue { task_id, item } => Prepared::Enqueue {
                     task_id: task_id.clone(),
                     key: item.key.clone(),
@@ -83,7 +88,11 @@ fn duplicate_message(task_id: &str, message_id: &str) -> StoreError {
     .into()
 }
 
-fn prepare_create(new: &NewTask, docs: EncodedChange) -> StoreResult<PreparedTask> {
+fn prepare_create(
+    new: &NewTask,
+    docs: EncodedChange,
+    unlisted: Option<&str>,
+) -> StoreResult<PreparedTask> {
     let id = new.record.id.clone();
     let mut message_ids = new.message_ids.clone();
     message_ids.extend(new.inbox.iter().map(|i| i.key.message_id.clone()));
@@ -105,7 +114,7 @@ fn prepare_create(new: &NewTask, docs: EncodedChange) -> StoreResult<PreparedTas
             .map(|i| (i.key.clone(), i.sender.clone()))
             .collect(),
         consume_inbox: Vec::new(),
-        listing: ListingChange::between(None, &new.record),
+        listing: ListingChange::between(None, &new.record).without(unlisted),
         write_document: true,
         lease: new.lease.as_ref().map(lease_doc).transpose()?,
         release: None,
@@ -113,7 +122,11 @@ fn prepare_create(new: &NewTask, docs: EncodedChange) -> StoreResult<PreparedTas
     })
 }
 
-fn prepare_update(update: &TaskUpdate, docs: EncodedChange) -> StoreResult<PreparedTask> {
+fn prepare_update(
+    update: &TaskUpdate,
+    docs: EncodedChange,
+    unlisted: Option<&str>,
+) -> StoreResult<PreparedTask> {
     let base = &update.base;
     let id = update.task_id();
     // At the expected version the stored task is `base`, so these conditions are judged on it.
@@ -130,7 +143,7 @@ fn prepare_update(update: &TaskUpdate, docs: EncodedChange) -> StoreResult<Prepa
     }
     let applied = update.applied();
     let listing = match &update.record {
-        Some(record) => ListingChange::between(Some(&base.record), record),
+        Some(record) => ListingChange::between(Some(&base.record), record).without(unlisted),
         None => ListingChange::default(),
     };
     Ok(PreparedTask {

@@ -64,6 +64,19 @@ pub struct EmbeddedStore {
     /// so no other process writes configs). A config's task is added when its write is
     /// applied, and stays after its configs are deleted (the dispatcher then lists none).
     push_tasks: Arc<RwLock<HashSet<String>>>,
+    /// The participant whose listing entries and counts are not kept (the service's own
+    /// agent: on every task, it never lists).
+    unlisted: Option<Arc<str>>,
+}
+
+impl EmbeddedStore {
+    /// Keeps no ListTasks entries or counts for `participant` (the service's own agent, who
+    /// is on every task and never lists: its entries would double the listing's writes).
+    #[must_use]
+    pub fn without_listing_for(mut self, participant: impl Into<Arc<str>>) -> Self {
+        self.unlisted = Some(participant.into());
+        self
+    }
 }
 
 /// How the store runs; [`Options::default`] is what [`EmbeddedStore::open`] uses.

@@ -61,6 +61,7 @@ impl EmbeddedStore {
             view,
             writer,
             push_tasks,
+            unlisted: None,
         })
     }
 }

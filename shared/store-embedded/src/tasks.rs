@@ -19,7 +19,7 @@ impl TaskStore for EmbeddedStore {
 
     /// Queued for the writer before it returns: the writer applies queued writes in order.
     async fn submit(&self, changes: Vec<Change>) -> StoreResult<PendingCommit> {
-        let prepared = prepare(&changes)?;
+        let prepared = prepare(&changes, self.unlisted.as_deref())?;
         let outcome = self.writer.submit(
             prepared,
             |tables, prepared| check_commit(tables, prepared),
