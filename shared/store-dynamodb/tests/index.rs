@@ -35,13 +35,19 @@ fn key(task: &str, participant: &str) -> Item {
 /// An index entry as the adapter writes one, for `participant` on `task`.
 fn entry(task: &str, participant: &str, ts: DateTime<Utc>, state: &str, version: u64) -> Item {
     let mut item = key(task, participant);
-    item.insert("GSI1PK".into(), s(keys::participant_partition(participant)));
+    item.insert(
+        "GSI1PK".into(),
+        s(keys::listing_partition(participant, state)),
+    );
     item.insert(
         "GSI1SK".into(),
         s(keys::index_sk(&keys::time(ts).unwrap(), task)),
     );
-    item.insert("ctx".into(), s("ctx"));
-    item.insert("state".into(), s(state));
+    item.insert(
+        "GSI3PK".into(),
+        s(keys::context_partition(participant, "ctx")),
+    );
+    item.insert("GSI3SK".into(), s(task));
     item.insert("task".into(), s(task));
     item.insert("version".into(), AttributeValue::N(version.to_string()));
     item
@@ -294,7 +300,10 @@ async fn an_entry_whose_values_lag_lists_the_task_by_its_current_values() {
         (vec![], String::new(), 0)
     );
     let healed = stored_entry(&store, "t-1", "alice").await.expect("entry");
-    assert_eq!(healed["state"], s("TASK_STATE_COMPLETED"));
+    assert_eq!(
+        healed["GSI1PK"],
+        s(keys::listing_partition("alice", "TASK_STATE_COMPLETED"))
+    );
     assert_eq!(
         healed["GSI1SK"],
         s(keys::index_sk(&keys::time(at(10)).unwrap(), "t-1"))
