@@ -505,3 +505,38 @@ async fn a_late_index_delete_keeps_an_entry_a_newer_commit_wrote() {
         (vec![], String::new(), 0)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_unlisted_agent_gets_no_entries_or_counts() {
+    let (store, _table) = common::fresh_table().await;
+    let store = store.without_listing_for("agent");
+    let task = create(&store, "t-1", &["alice", "agent"], TaskState::Working, 0).await;
+    let mut done = task.record.clone();
+    done.status.state = TaskState::Completed;
+    done.status.timestamp = Some(at(10));
+    rewrite(&store, task, done).await.expect("complete");
+    assert!(stored_entry(&store, "t-1", "alice").await.is_some());
+    assert_eq!(stored_entry(&store, "t-1", "agent").await, None);
+    let counts = |who: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .client()
+                .query()
+                .table_name(store.table_name())
+                .key_condition_expression("PK = :pk")
+                .expression_attribute_values(":pk", s(keys::count_pk(who)))
+                .consistent_read(true)
+                .send()
+                .await
+                .expect("query counts")
+                .count
+        }
+    };
+    assert_eq!(counts("agent").await, 0, "no count items for the agent");
+    assert_eq!(counts("alice").await, 1);
+    assert_eq!(
+        list(&store, "alice", &in_state(TaskState::Completed, 10)).await,
+        (vec!["t-1".to_owned()], String::new(), 1)
+    );
+}
