@@ -138,7 +138,7 @@ impl DynamoDbStore {
                 }
                 let count: i64 = value.as_n().ok().and_then(|v| v.parse().ok()).unwrap_or(0);
                 let slot = counts.0.entry(name.clone()).or_default();
-                *slot = slot.saturating_add_signed(count).max(0);
+                *slot = slot.saturating_add_signed(count);
             }
         }
         Ok(counts)

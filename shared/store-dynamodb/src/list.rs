@@ -337,7 +337,19 @@ impl DynamoDbStore {
             }
             q
         };
-        let per_call = i32::try_from((query.page_size + 1).clamp(1, 1000)).unwrap_or(1000);
+        // A partition's first call reads its share of the page by its count (two more for
+        // slack); a cursor the page drains reads on, twice as many per call.
+        let want = query.page_size + 1;
+        let first_limit = |state: &str| {
+            let total = counts.total();
+            let share = if states.len() <= 1 || total == 0 {
+                want
+            } else {
+                let part = u64::try_from(want).unwrap_or(u64::MAX) * counts.of(state);
+                to_usize(part.div_ceil(total)).saturating_add(2).min(want)
+            };
+            i32::try_from(share.clamp(1, 1000)).unwrap_or(1000)
+        };
         let cursors: Vec<Cursor> = if empty || query.page_size == 0 {
             Vec::new()
         } else {
@@ -348,7 +360,7 @@ impl DynamoDbStore {
                     start: None,
                     buffer: VecDeque::new(),
                     ended: false,
-                    limit: per_call,
+                    limit: first_limit(state),
                     before: before.clone().filter(|_| after.is_some()),
                 })
                 .collect()

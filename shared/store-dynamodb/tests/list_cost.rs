@@ -19,7 +19,7 @@ const PAGE: usize = 5;
 /// Task `i`: the caller and the agent, working or completed by turns, in a context of its
 /// own except the first three, which share one; one second apart.
 fn creation(i: usize) -> Change {
-    let state = if i % 2 == 0 {
+    let state = if i.is_multiple_of(2) {
         TaskState::Working
     } else {
         TaskState::Completed
