@@ -17,6 +17,8 @@ mod items;
 pub mod keys;
 mod leases;
 mod list;
+mod list_context;
+mod merge;
 pub mod open;
 mod plan;
 mod push;

@@ -1,5 +1,6 @@
 //! ListTasks: the participant index says where a participant's tasks are and in what order
-//! (GSI1: one partition per state, merged newest first; GSI3: one per context), the counts
+//! (GSI1: one partition per state, merged newest first by `merge.rs`; GSI3: one per context,
+//! read by `list_context.rs`), the counts
 //! how many there are (`counts.rs`), the task items who is on each task and what it is now.
 //! Every entry read is checked against its task before the task is listed, and the index is
 //! read on until the page is full or the index ends. Entries that disagree with their task
@@ -18,7 +19,8 @@ use crate::error::DynamoDbError;
 use crate::index::{self, Single};
 use crate::items::{self, Item, attr, key, s};
 use crate::keys::{self, PageToken};
-use crate::schema::{GSI1, GSI1_PK, GSI1_SK, GSI3, GSI3_PK, GSI3_SK, PK, SK};
+use crate::merge::Cursor;
+use crate::schema::{GSI1, GSI1_PK, GSI1_SK, PK, SK};
 use crate::txn::Condition;
 
 /// One call examines at most this many index entries; past them it returns the page it has
@@ -51,7 +53,7 @@ fn entry_key(entry: &Item) -> Item {
         .collect()
 }
 
-fn token_at(sort_key: &str, entry: &Item) -> StoreResult<String> {
+pub(crate) fn token_at(sort_key: &str, entry: &Item) -> StoreResult<String> {
     Ok(PageToken::from_index_sk(sort_key)
         .ok_or_else(|| DynamoDbError::corrupt(items::describe_key(entry), "unreadable GSI1SK"))?
         .encode())
@@ -125,76 +127,12 @@ impl Scan {
     }
 }
 
-/// One GSI1 partition (a participant's tasks in one state) read newest first, a call at a
-/// time, into a buffer the merge takes from.
-struct Cursor {
-    query: QueryFluentBuilder,
-    start: Option<Item>,
-    buffer: VecDeque<Item>,
-    ended: bool,
-    limit: i32,
-    /// An entry with this sort key or a later one is the previous page's (the token's own
-    /// entry, which `BETWEEN` includes): skipped.
-    before: Option<String>,
-}
-
-fn sort_key_of(entry: &Item) -> &str {
-    items::get_s(entry, GSI1_SK).unwrap_or_default()
-}
-
 impl DynamoDbStore {
-    async fn fill(&self, cursor: &mut Cursor) -> StoreResult<()> {
-        let out = self
-            .query_page(
-                cursor
-                    .query
-                    .clone()
-                    .limit(cursor.limit)
-                    .set_exclusive_start_key(cursor.start.take()),
-            )
-            .await?;
-        let before = cursor.before.as_deref();
-        cursor.buffer.extend(
-            out.items
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|e| before.is_none_or(|b| sort_key_of(e) < b)),
-        );
-        match out.last_evaluated_key {
-            Some(k) if !k.is_empty() => cursor.start = Some(k),
-            _ => cursor.ended = true,
-        }
-        // Entries left out call for more reading: read more per call.
-        cursor.limit = cursor.limit.saturating_mul(2).min(1000);
-        Ok(())
-    }
-
-    /// The next `n` entries of the merged partitions, newest first (fewer at the end).
-    async fn next_entries(&self, cursors: &mut [Cursor], n: usize) -> StoreResult<Vec<Item>> {
-        let mut out = Vec::with_capacity(n);
-        while out.len() < n {
-            let empty = cursors
-                .iter_mut()
-                .filter(|c| c.buffer.is_empty() && !c.ended)
-                .map(|c| self.fill(c));
-            futures::future::try_join_all(empty).await?;
-            let newest = cursors
-                .iter()
-                .enumerate()
-                .filter_map(|(i, c)| c.buffer.front().map(|e| (sort_key_of(e), i)))
-                .max()
-                .map(|(_, i)| i);
-            match newest {
-                Some(i) => out.extend(cursors[i].buffer.pop_front()),
-                None if cursors.iter().all(|c| c.ended) => break,
-                None => {}
-            }
-        }
-        Ok(out)
-    }
-
     /// The task items of `ids`, by task id.
-    async fn tasks_by_id(&self, mut ids: Vec<&str>) -> StoreResult<HashMap<String, StoredTask>> {
+    pub(crate) async fn tasks_by_id(
+        &self,
+        mut ids: Vec<&str>,
+    ) -> StoreResult<HashMap<String, StoredTask>> {
         ids.sort_unstable();
         ids.dedup();
         let keys = ids
@@ -401,66 +339,6 @@ impl DynamoDbStore {
             total_size: total.max(tasks.len()),
             tasks,
             next_page_token,
-        })
-    }
-
-    /// A context filter: the participant's tasks in that context (GSI3), each checked
-    /// against its task, then filtered, ordered and paged here. A context is one
-    /// conversation: its size, not the participant's task count, sets the cost.
-    async fn list_context(
-        &self,
-        participant_id: &str,
-        query: &ListQuery,
-        context: &str,
-        start: Option<PageToken>,
-    ) -> StoreResult<TaskPage> {
-        let entries = self
-            .query_all(
-                self.query()
-                    .index_name(GSI3)
-                    .key_condition_expression("#pk = :pk")
-                    .expression_attribute_names("#pk", GSI3_PK)
-                    .expression_attribute_values(
-                        ":pk",
-                        s(keys::context_partition(participant_id, context)),
-                    ),
-            )
-            .await?;
-        let ids: Vec<&str> = entries
-            .iter()
-            .map(|e| items::get_s(e, GSI3_SK))
-            .collect::<Result<_, _>>()?;
-        let mut matched: Vec<(String, StoredTask)> = Vec::new();
-        for task in self.tasks_by_id(ids).await?.into_values() {
-            let member = task
-                .record
-                .extension
-                .participants
-                .iter()
-                .any(|p| p.id == participant_id);
-            if member && query.matches(&task.record) {
-                let time = keys::time(task.record.status.timestamp.unwrap_or_default())?;
-                matched.push((keys::index_sk(&time, &task.record.id), task));
-            }
-        }
-        matched.sort_by(|a, b| b.0.cmp(&a.0));
-        let total_size = matched.len();
-        let before = start.as_ref().map(PageToken::index_sk);
-        let mut page: Vec<(String, StoredTask)> = matched
-            .into_iter()
-            .filter(|(sk, _)| before.as_ref().is_none_or(|b| sk < b))
-            .take(query.page_size + 1)
-            .collect();
-        let more = page.len() > query.page_size;
-        page.truncate(query.page_size);
-        let next_page_token = match (more, page.last()) {
-            (true, Some((sk, _))) => token_at(sk, &HashMap::new())?,
-            _ => String::new(),
-        };
-        Ok(TaskPage {
-            tasks: page.into_iter().map(|(_, task)| task).collect(),
-            next_page_token,
-            total_size,
         })
     }
 }
