@@ -34,7 +34,11 @@ async fn store(config: &FunctionConfig) -> (aws_config::SdkConfig, Arc<DynamoDbS
     let client = aws_sdk_dynamodb::Client::from_conf(dynamodb);
     (
         sdk,
-        Arc::new(DynamoDbStore::new(client, config.table.clone())),
+        // The agent never lists: its index entries and counts are not written.
+        Arc::new(
+            DynamoDbStore::new(client, config.table.clone())
+                .without_listing_for(config.settings.agent_id.clone()),
+        ),
     )
 }
 

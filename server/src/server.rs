@@ -66,7 +66,10 @@ async fn open_store(
                 .table
                 .clone()
                 .context("--store dynamodb needs --table (or TH_TABLE)")?;
-            let store = DynamoDbStore::from_env(table.clone()).await;
+            // The agent never lists: its index entries and counts are not written.
+            let store = DynamoDbStore::from_env(table.clone())
+                .await
+                .without_listing_for(settings.agent_id.clone());
             if options.create_table {
                 store_dynamodb::table::ensure_table(store.client(), &table)
                     .await

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use task_store::listing::ListingChange;
 use task_store::{
     Change, Committed, Conflict, InboxKey, LeaseStore, NewTask, StoreError, StoreResult,
     TaskCounters, TaskUpdate,
@@ -51,13 +52,27 @@ pub type InboxChunks = HashMap<(String, String), usize>;
 
 /// Builds the transaction of a commit. `inbox_chunks` comes from reading the consumed inbox
 /// items' chunk-0 items ([`consumed_inbox_heads`]).
+#[cfg(test)]
 pub fn plan(table: &str, changes: &[Change], inbox_chunks: &InboxChunks) -> StoreResult<Plan> {
+    plan_for(table, changes, inbox_chunks, None)
+}
+
+/// [`plan`], writing no index entries or counts for `unlisted` (the service's own agent,
+/// which never lists).
+pub fn plan_for(
+    table: &str,
+    changes: &[Change],
+    inbox_chunks: &InboxChunks,
+    unlisted: Option<&str>,
+) -> StoreResult<Plan> {
     let docs = limits::encode_changes(changes)?;
     let mut plan = Plan::default();
     for (change, docs) in changes.iter().zip(docs) {
         match change {
-            Change::Create(new) => plan_create(table, &mut plan, new, docs)?,
-            Change::Update(update) => plan_update(table, &mut plan, update, docs, inbox_chunks)?,
+            Change::Create(new) => plan_create(table, &mut plan, new, docs, unlisted)?,
+            Change::Update(update) => {
+                plan_update(table, &mut plan, update, docs, inbox_chunks, unlisted)?
+            }
             Change::Enqueue { task_id, item } => {
                 let json = docs.inbox.first().map(String::as_str).unwrap_or_default();
                 let (writes, guards) = txn::enqueue_writes(table, task_id, item, json)?;
@@ -79,6 +94,7 @@ fn plan_create(
     plan: &mut Plan,
     new: &NewTask,
     docs: EncodedChange,
+    unlisted: Option<&str>,
 ) -> StoreResult<()> {
     let task_id = new.record.id.as_str();
     let mut b = Builder::new(table, plan, task_id);
@@ -108,8 +124,12 @@ fn plan_create(
     b.history(0, &docs.history, true)?;
     b.audit(docs.audit, true)?;
     for participant in items::participants(&new.record) {
-        b.index_put(&new.record, participant, 1)?;
+        if Some(participant) != unlisted {
+            b.index_put(&new.record, participant, 1)?;
+        }
     }
+    let listing = ListingChange::between(None, &new.record);
+    b.plan.counts.add(task_id, &listing, unlisted);
     if let Some(lease) = &new.lease {
         let write = put(
             b.table,
@@ -159,6 +179,7 @@ fn plan_update(
     update: &TaskUpdate,
     docs: EncodedChange,
     inbox_chunks: &InboxChunks,
+    unlisted: Option<&str>,
 ) -> StoreResult<()> {
     let task_id = update.task_id();
     let old = &update.base.record;
@@ -226,8 +247,12 @@ fn plan_update(
     }
 
     if update.record.is_some() {
-        let before = items::participants(old);
-        let after = items::participants(record);
+        let mut before = items::participants(old);
+        let mut after = items::participants(record);
+        if let Some(unlisted) = unlisted {
+            before.remove(unlisted);
+            after.remove(unlisted);
+        }
         let moved = old.status.timestamp != record.status.timestamp
             || old.state() != record.state()
             || old.context_id != record.context_id;
@@ -240,6 +265,8 @@ fn plan_update(
         for participant in gone {
             b.index_delete(participant, version);
         }
+        let listing = ListingChange::between(Some(old), record);
+        b.plan.counts.add(task_id, &listing, unlisted);
     }
     b.plan.committed.push(Committed {
         task_id: task_id.to_owned(),
@@ -257,7 +284,12 @@ impl DynamoDbStore {
             return Ok(Vec::new());
         }
         let inbox_chunks = self.inbox_chunks(&changes).await?;
-        let mut plan = plan(&self.table, &changes, &inbox_chunks)?;
+        let mut plan = plan_for(
+            &self.table,
+            &changes,
+            &inbox_chunks,
+            self.unlisted.as_deref(),
+        )?;
         plan.fit(&self.table)?;
         if !plan.before.is_empty() {
             // Before anything of the commit is applied: a failure here fails it whole.
@@ -291,6 +323,10 @@ impl DynamoDbStore {
         }
         if !plan.after.is_empty() {
             self.write_index_after(std::mem::take(&mut plan.after))
+                .await;
+        }
+        if !plan.counts_after.is_empty() {
+            self.write_counts_after(std::mem::take(&mut plan.counts_after))
                 .await;
         }
         // A lease cannot be given up conditionally inside the transaction (a lease another
@@ -376,7 +412,8 @@ mod tests {
                     .put
                     .as_ref()
                     .map(|p| p.item.clone())
-                    .or_else(|| i.delete.as_ref().map(|d| d.key.clone()));
+                    .or_else(|| i.delete.as_ref().map(|d| d.key.clone()))
+                    .or_else(|| i.update.as_ref().map(|u| u.key.clone()));
                 item.and_then(|m| m.get("SK").and_then(|v| v.as_s().ok()).cloned())
                     .unwrap_or_default()
             })
@@ -414,6 +451,9 @@ mod tests {
                 head,
                 keys::inbox_sk(&at, 1, "m-5"),
                 keys::history_sk(0, 0),
+                // a's count moves to INPUT_REQUIRED, b's drops: before the index writes.
+                keys::count_sk(crate::counts::shard("t")),
+                keys::count_sk(crate::counts::shard("t")),
                 "PART#a".into(),
                 "PART#b".into(),
             ]
@@ -421,7 +461,7 @@ mod tests {
         assert_eq!(plan.guards[0], Guard::TaskVersion("t".into()));
         assert_eq!(plan.guards[2], Guard::InboxItem("t".into()));
         assert!(
-            plan.items[6].delete.is_some(),
+            plan.items[8].delete.is_some(),
             "b left: its entry is deleted"
         );
         assert_eq!(
@@ -468,9 +508,10 @@ mod tests {
         };
         assert_eq!(
             placed(&plan),
-            (100, 0, 21, 0),
-            "99 entries fit, 21 go before"
+            (100, 0, 120, 0),
+            "99 counts fit, the entries go before"
         );
+        assert_eq!(plan.counts_after.len(), 21, "the other counts go after");
         assert!(
             plan.before
                 .iter()
@@ -481,10 +522,11 @@ mod tests {
         few.message_ids = vec!["m".into()];
         let mut plan = plan_fn(vec![Change::Create(Box::new(few))]);
         plan.fit("tasks").unwrap();
-        assert_eq!(placed(&plan), (5, 0, 0, 0));
+        assert_eq!(placed(&plan), (8, 0, 0, 0), "task, id, 3 counts, 3 entries");
 
-        // 98 history messages and the task item leave room for one of the three index
-        // writes: the delete rides inside, the two puts go before.
+        // 98 history messages and the task item leave room for one of the three counts
+        // (a's, b's, c's) and none of the three index writes: the two puts go before, the
+        // delete and two counts after.
         let base = stored(record("t", &["a", "b"]), 4);
         let mut moved = base.record.clone();
         moved.status.state = TaskState::Completed;
@@ -504,8 +546,9 @@ mod tests {
             .collect();
         let mut plan = plan_fn(vec![Change::Update(Box::new(full))]);
         plan.fit("tasks").unwrap();
-        assert_eq!(placed(&plan), (100, 0, 2, 0));
-        assert!(plan.items[99].delete.is_some(), "b's delete rides inside");
+        assert_eq!(placed(&plan), (100, 0, 2, 1));
+        assert!(plan.items[99].update.is_some(), "a count rides inside");
+        assert_eq!(plan.counts_after.len(), 2);
         assert!(matches!(plan.before[0], IndexWrite::Put { version: 5, .. }));
 
         let base = stored(record("t", &["a"]), 1);

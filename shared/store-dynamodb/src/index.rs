@@ -1,4 +1,4 @@
-//! The participant index (GSI1): its entries, and the writes of entries that do not fit in
+//! The participant index (GSI1 by state and time, GSI3 by context): its entries, and the writes of entries that do not fit in
 //! a commit's transaction.
 //!
 //! Every entry carries the task `version` of the write that made it. Entries are hints: a list
@@ -28,7 +28,7 @@ use crate::calls::{Kind, backoff};
 use crate::error::DynamoDbError;
 use crate::items::{self, Item, attr, key, n, s};
 use crate::keys;
-use crate::schema::{GSI1_PK, GSI1_SK, PK};
+use crate::schema::{GSI1_PK, GSI1_SK, GSI3_PK, GSI3_SK, PK};
 use crate::txn::{self, Condition};
 
 /// Single-item index writes outside a transaction run this many at a time.
@@ -46,14 +46,23 @@ const TRANSIENT: &[&str] = &[
 ];
 const CONDITION_FAILED: &str = "ConditionalCheckFailedException";
 
-/// The index entry of `participant` on `record`, as the commit of `version` writes it.
+/// The index entry of `participant` on `record`, as the commit of `version` writes it: in
+/// GSI1 under the task's state by status time, in GSI3 under its context by task id. The
+/// state and context are in the index keys only (no copies: a smaller entry).
 pub fn entry(record: &TaskRecord, participant: &str, version: u64) -> StoreResult<Item> {
     let status_time = keys::time(record.status.timestamp.unwrap_or_default())?;
+    let state = items::state_name(record.state())?;
     let mut item = key(keys::task_pk(&record.id), keys::participant_sk(participant));
-    item.insert(GSI1_PK.into(), s(keys::participant_partition(participant)));
+    item.insert(
+        GSI1_PK.into(),
+        s(keys::listing_partition(participant, &state)),
+    );
     item.insert(GSI1_SK.into(), s(keys::index_sk(&status_time, &record.id)));
-    item.insert(attr::CONTEXT.into(), s(record.context_id.clone()));
-    item.insert(attr::STATE.into(), s(items::state_name(record.state())?));
+    item.insert(
+        GSI3_PK.into(),
+        s(keys::context_partition(participant, &record.context_id)),
+    );
+    item.insert(GSI3_SK.into(), s(record.id.clone()));
     item.insert(attr::TASK.into(), s(record.id.clone()));
     item.insert(attr::VERSION.into(), n(version));
     Ok(item)
@@ -70,7 +79,7 @@ pub fn version_of(entry: &Item) -> u64 {
 
 /// The attributes a list orders and filters by differ between two entries.
 pub fn values_differ(a: &Item, b: &Item) -> bool {
-    [GSI1_SK, attr::CONTEXT, attr::STATE]
+    [GSI1_PK, GSI1_SK, GSI3_PK]
         .iter()
         .any(|name| a.get(*name) != b.get(*name))
 }

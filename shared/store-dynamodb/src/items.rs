@@ -28,8 +28,6 @@ pub mod attr {
     pub const STATE: &str = "state";
     /// Participant id → role.
     pub const ROLES: &str = "roles";
-    /// The context id (on index entries).
-    pub const CONTEXT: &str = "ctx";
     pub const EVENTS: &str = "events";
     pub const HISTORY: &str = "history";
     pub const TRANSCRIPT: &str = "transcript";

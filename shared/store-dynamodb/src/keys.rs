@@ -18,8 +18,11 @@
 //! | `PUSH#<config id>` | a push config |
 //! | `PCOUNT#<participant id>` | how many push configs the participant owns on the task |
 //! | `PCOUNT` | how many owned push configs the task has |
-//! | `PART#<participant id>` | a participant-index entry (GSI1) |
+//! | `PART#<participant id>` | a participant-index entry (GSI1, GSI3) |
 //! | `LEASE` | the run lease (GSI2) |
+//!
+//! A participant's ListTasks counts live in partition `COUNT#<participant id>`, one item per
+//! shard: `SHARD#<nn>` (`counts.rs`).
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -158,9 +161,26 @@ pub fn participant_sk(participant: &str) -> String {
     format!("{PARTICIPANT_PREFIX}{participant}")
 }
 
-/// GSI1 partition of a participant.
-pub fn participant_partition(participant: &str) -> String {
-    format!("{PARTICIPANT_PREFIX}{participant}")
+/// GSI1 partition of a participant's tasks in one state (`TASK_STATE_…`). State names hold
+/// no `#`, so the text after the last `#` is the state whatever the participant id holds.
+pub fn listing_partition(participant: &str, state: &str) -> String {
+    format!("{PARTICIPANT_PREFIX}{participant}#{state}")
+}
+
+/// GSI3 partition of a participant's tasks in one context: the participant's length first,
+/// so that no (participant, context) pair shares a key with another whatever `#` they hold.
+pub fn context_partition(participant: &str, context: &str) -> String {
+    format!("PCTX#{}#{participant}#{context}", participant.len())
+}
+
+/// The partition of a participant's ListTasks counts.
+pub fn count_pk(participant: &str) -> String {
+    format!("COUNT#{participant}")
+}
+
+/// The sort key of one shard of a participant's counts.
+pub fn count_sk(shard: u32) -> String {
+    format!("SHARD#{shard:02}")
 }
 
 /// GSI1 sort key: newest-first order is (status time, task id) descending.

@@ -9,6 +9,7 @@
 
 mod calls;
 mod commit;
+mod counts;
 mod error;
 mod inbox;
 mod index;
@@ -16,6 +17,8 @@ mod items;
 pub mod keys;
 mod leases;
 mod list;
+mod list_context;
+mod merge;
 pub mod open;
 mod plan;
 mod push;
@@ -41,6 +44,8 @@ pub struct DynamoDbStore {
     client: Client,
     table: Arc<str>,
     meter: Arc<calls::Meter>,
+    /// A participant given no ListTasks entries or counts (the service's own agent).
+    unlisted: Option<Arc<str>>,
 }
 
 impl DynamoDbStore {
@@ -51,7 +56,19 @@ impl DynamoDbStore {
             client,
             table: table.into(),
             meter: Arc::default(),
+            unlisted: None,
         }
+    }
+
+    /// Writes no ListTasks entries or counts for `participant` from now on: the service's
+    /// own agent, a participant of every task whose id no caller may use, so it never lists.
+    /// Its entries would move on every status change of the service and its counts be
+    /// changed by every commit. Tasks of stores without it keep the agent's entries, which
+    /// nothing reads.
+    pub fn without_listing_for(mut self, participant: impl Into<String>) -> Self {
+        let participant: String = participant.into();
+        self.unlisted = Some(participant.into());
+        self
     }
 
     /// A store on `table` with a client configured by [`sdk_config`] from the environment.

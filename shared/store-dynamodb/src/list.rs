@@ -1,13 +1,16 @@
-//! ListTasks: the participant index says where a participant's tasks are and in what order;
-//! the task items say who is on each task and what it is now. Every entry read is checked
-//! against its task before the task is listed, and the index is read on until the page is
-//! full or the index ends. Entries that disagree with their task are repaired on the way
-//! (best effort, conditionally: see `index.rs` for why that never loses an entry).
+//! ListTasks: the participant index says where a participant's tasks are and in what order
+//! (GSI1: one partition per state, merged newest first by `merge.rs`; GSI3: one per context,
+//! read by `list_context.rs`), the counts
+//! how many there are (`counts.rs`), the task items who is on each task and what it is now.
+//! Every entry read is checked against its task before the task is listed, and the index is
+//! read on until the page is full or the index ends. Entries that disagree with their task
+//! are repaired on the way (best effort, conditionally: see `index.rs` for why that never
+//! loses an entry).
 
 use std::collections::{HashMap, VecDeque};
 
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
-use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, Select};
+use aws_sdk_dynamodb::types::Select;
 use chrono::{Duration, Utc};
 use task_store::{ListQuery, StoreResult, StoredTask, TaskPage};
 
@@ -16,6 +19,7 @@ use crate::error::DynamoDbError;
 use crate::index::{self, Single};
 use crate::items::{self, Item, attr, key, s};
 use crate::keys::{self, PageToken};
+use crate::merge::Cursor;
 use crate::schema::{GSI1, GSI1_PK, GSI1_SK, PK, SK};
 use crate::txn::Condition;
 
@@ -49,7 +53,7 @@ fn entry_key(entry: &Item) -> Item {
         .collect()
 }
 
-fn token_at(sort_key: &str, entry: &Item) -> StoreResult<String> {
+pub(crate) fn token_at(sort_key: &str, entry: &Item) -> StoreResult<String> {
     Ok(PageToken::from_index_sk(sort_key)
         .ok_or_else(|| DynamoDbError::corrupt(items::describe_key(entry), "unreadable GSI1SK"))?
         .encode())
@@ -124,12 +128,11 @@ impl Scan {
 }
 
 impl DynamoDbStore {
-    /// The task items of a batch of entries, by task id.
-    async fn tasks_of(&self, entries: &[Item]) -> StoreResult<HashMap<String, StoredTask>> {
-        let mut ids: Vec<&str> = entries
-            .iter()
-            .map(|e| items::get_s(e, attr::TASK))
-            .collect::<Result<_, _>>()?;
+    /// The task items of `ids`, by task id.
+    pub(crate) async fn tasks_by_id(
+        &self,
+        mut ids: Vec<&str>,
+    ) -> StoreResult<HashMap<String, StoredTask>> {
         ids.sort_unstable();
         ids.dedup();
         let keys = ids
@@ -144,56 +147,41 @@ impl DynamoDbStore {
         Ok(tasks)
     }
 
-    /// Reads the index from `start` and checks its entries until one more task than the
+    /// The task items of a batch of entries, by task id.
+    async fn tasks_of(&self, entries: &[Item]) -> StoreResult<HashMap<String, StoredTask>> {
+        let ids: Vec<&str> = entries
+            .iter()
+            .map(|e| items::get_s(e, attr::TASK))
+            .collect::<Result<_, _>>()?;
+        self.tasks_by_id(ids).await
+    }
+
+    /// Reads the merged partitions and checks their entries until one more task than the
     /// page takes is found, the index ends, or [`MAX_EXAMINED`] entries were examined.
     async fn scan(
         &self,
         participant: &str,
         query: &ListQuery,
-        index_query: QueryFluentBuilder,
-        start: Option<Item>,
-        first_limit: i32,
+        mut cursors: Vec<Cursor>,
     ) -> StoreResult<Scan> {
         let want = query.page_size + 1;
         let mut scan = Scan::default();
-        let mut pending: VecDeque<Item> = VecDeque::new();
-        let (mut start, mut ended, mut limit) = (start, false, first_limit);
         let mut examined = 0;
         let mut last_examined = None;
         while scan.listed.len() < want {
-            if pending.is_empty() && ended {
-                break;
-            }
             if examined >= MAX_EXAMINED {
                 scan.stopped_at = last_examined;
                 break;
             }
-            if pending.is_empty() {
-                let out = self
-                    .query_page(
-                        index_query
-                            .clone()
-                            .limit(limit)
-                            .set_exclusive_start_key(start.take()),
-                    )
-                    .await?;
-                pending.extend(out.items.unwrap_or_default());
-                match out.last_evaluated_key {
-                    Some(k) if !k.is_empty() => start = Some(k),
-                    _ => ended = true,
-                }
-                // Entries left out call for more reading: read more per call.
-                limit = limit.saturating_mul(2).min(1000);
-                continue;
-            }
             // As many task reads as the page still needs, plus as many as were left out so
             // far (up to one more call's worth): no extra reads while the index is right.
-            let take = pending
-                .len()
-                .min(want - scan.listed.len() + scan.left_out.min(100))
-                .min(MAX_EXAMINED - examined);
-            let batch: Vec<Item> = pending.drain(..take).collect();
-            examined += take;
+            let take =
+                (want - scan.listed.len() + scan.left_out.min(100)).min(MAX_EXAMINED - examined);
+            let batch = self.next_entries(&mut cursors, take).await?;
+            if batch.is_empty() {
+                break;
+            }
+            examined += batch.len();
             let tasks = self.tasks_of(&batch).await?;
             for entry in batch {
                 last_examined = Some(items::get_s(&entry, GSI1_SK)?.to_owned());
@@ -239,66 +227,98 @@ impl DynamoDbStore {
             .as_deref()
             .map(PageToken::decode)
             .transpose()?;
-        let partition = keys::participant_partition(participant_id);
-        let mut key_condition = "#gpk = :gpk".to_owned();
-        let mut names = HashMap::from([("#gpk".to_owned(), GSI1_PK.to_owned())]);
-        let mut values = HashMap::from([(":gpk".to_owned(), s(partition.clone()))]);
-        if let Some(after) = query.status_after {
-            key_condition.push_str(" AND #gsk >= :after");
-            names.insert("#gsk".into(), GSI1_SK.into());
-            values.insert(":after".into(), s(keys::time(after)?));
-        }
-        let mut filters = Vec::new();
         if let Some(context) = &query.context_id {
-            filters.push("#ctx = :ctx");
-            names.insert("#ctx".into(), attr::CONTEXT.into());
-            values.insert(":ctx".into(), s(context.clone()));
+            return self
+                .list_context(participant_id, query, context, start)
+                .await;
         }
-        if let Some(state) = &query.state {
-            filters.push("#state = :state");
-            names.insert("#state".into(), attr::STATE.into());
-            values.insert(":state".into(), s(items::state_name(state)?));
-        }
-        let base = self
-            .client
-            .query()
-            .table_name(&*self.table)
-            .index_name(GSI1)
-            .key_condition_expression(key_condition)
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
-            .set_filter_expression((!filters.is_empty()).then(|| filters.join(" AND ")))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total);
-        // Without filters one extra entry tells whether a next page exists; with filters,
-        // read more per call (a call costs by bytes read, rounded up to 4 KB).
-        let per_call = if filters.is_empty() {
-            query.page_size + 1
-        } else {
-            (query.page_size + 1).saturating_mul(4)
+        let counts = self.counts(participant_id).await?;
+        // The state partitions to merge: the filter's, or every state the counts name.
+        let states: Vec<String> = match &query.state {
+            Some(state) => vec![items::state_name(state)?],
+            None => counts.states().map(str::to_owned).collect(),
         };
-        let per_call = i32::try_from(per_call.clamp(1, 1000)).unwrap_or(1000);
-        let index_query = base.clone().scan_index_forward(false);
-        let count_query = base.select(Select::Count);
-        let start_key = start.map(|token| {
-            HashMap::from([
-                (PK.to_owned(), s(keys::task_pk(&token.task))),
-                (SK.to_owned(), s(keys::participant_sk(participant_id))),
-                (GSI1_PK.to_owned(), s(partition.clone())),
-                (GSI1_SK.to_owned(), s(token.index_sk())),
-            ])
-        });
-        let (scan, total) = futures::join!(
-            async {
-                if query.page_size == 0 {
-                    Ok(Scan::default())
-                } else {
-                    self.scan(participant_id, query, index_query, start_key, per_call)
-                        .await
+        let after = query.status_after.map(keys::time).transpose()?;
+        let before = start.as_ref().map(PageToken::index_sk);
+        // Key condition on the status time: from the filter's instant, before the token's
+        // entry (`BETWEEN` includes the token's own entry, which the cursor skips).
+        let (range, empty) = match (&after, &before) {
+            (None, None) => (None, false),
+            (Some(_), None) => (Some("#gsk >= :after"), false),
+            (None, Some(_)) => (Some("#gsk < :before"), false),
+            (Some(a), Some(b)) => (Some("#gsk BETWEEN :after AND :before"), a > b),
+        };
+        let partition_query = |state: &str, range: Option<&str>| {
+            let mut q = self
+                .query()
+                .index_name(GSI1)
+                .expression_attribute_names("#gpk", GSI1_PK)
+                .expression_attribute_values(
+                    ":gpk",
+                    s(keys::listing_partition(participant_id, state)),
+                );
+            match range {
+                Some(range) => {
+                    q = q
+                        .key_condition_expression(format!("#gpk = :gpk AND {range}"))
+                        .expression_attribute_names("#gsk", GSI1_SK);
+                    if let Some(after) = &after {
+                        q = q.expression_attribute_values(":after", s(after.clone()));
+                    }
+                    if range.contains(":before")
+                        && let Some(before) = &before
+                    {
+                        q = q.expression_attribute_values(":before", s(before.clone()));
+                    }
                 }
-            },
-            self.count_matches(count_query)
-        );
-        let (mut scan, total) = (scan?, total?);
+                None => q = q.key_condition_expression("#gpk = :gpk"),
+            }
+            q
+        };
+        // A partition's first call reads its share of the page by its count (two more for
+        // slack); a cursor the page drains reads on, twice as many per call.
+        let want = query.page_size + 1;
+        let first_limit = |state: &str| {
+            let total = counts.total();
+            let share = if states.len() <= 1 || total == 0 {
+                want
+            } else {
+                let part = u64::try_from(want).unwrap_or(u64::MAX) * counts.of(state);
+                to_usize(part.div_ceil(total)).saturating_add(2).min(want)
+            };
+            i32::try_from(share.clamp(1, 1000)).unwrap_or(1000)
+        };
+        let cursors: Vec<Cursor> = if empty || query.page_size == 0 {
+            Vec::new()
+        } else {
+            states
+                .iter()
+                .map(|state| Cursor {
+                    query: partition_query(state, range).scan_index_forward(false),
+                    start: None,
+                    buffer: VecDeque::new(),
+                    ended: false,
+                    limit: first_limit(state),
+                    before: before.clone().filter(|_| after.is_some()),
+                })
+                .collect()
+        };
+        // A time window is counted (no counts by time); otherwise the counts say.
+        let counted = async {
+            match &query.status_after {
+                None => Ok(None),
+                Some(_) => {
+                    let counts = states.iter().map(|state| {
+                        let range = Some("#gsk >= :after");
+                        self.count_matches(partition_query(state, range).select(Select::Count))
+                    });
+                    let counts = futures::future::try_join_all(counts).await?;
+                    Ok::<_, task_store::StoreError>(Some(counts.into_iter().sum::<usize>()))
+                }
+            }
+        };
+        let (scan, counted) = futures::join!(self.scan(participant_id, query, cursors), counted);
+        let (mut scan, counted) = (scan?, counted?);
         self.repair(std::mem::take(&mut scan.repairs)).await;
 
         let more = scan.listed.len() > query.page_size;
@@ -309,10 +329,20 @@ impl DynamoDbStore {
             _ => String::new(),
         };
         let tasks: Vec<StoredTask> = scan.listed.into_iter().map(|(_, task)| task).collect();
+        let total = match (counted, &query.state) {
+            // Entries examined and left out were counted by their own (stale) values.
+            (Some(counted), _) => counted.saturating_sub(scan.left_out),
+            (None, Some(state)) => to_usize(counts.of(&items::state_name(state)?)),
+            (None, None) => to_usize(counts.total()),
+        };
         Ok(TaskPage {
-            total_size: total.saturating_sub(scan.left_out).max(tasks.len()),
+            total_size: total.max(tasks.len()),
             tasks,
             next_page_token,
         })
     }
+}
+
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
 }

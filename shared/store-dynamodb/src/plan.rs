@@ -1,5 +1,5 @@
-//! The transaction a commit is building: its items with their guards, the participant-index
-//! writes placed in it or around it ([`Plan::fit`]), and the writes of one task's documents
+//! The transaction a commit is building: its items with their guards, the ListTasks counts
+//! and participant-index writes placed in it or around it ([`Plan::fit`]), and the writes of one task's documents
 //! ([`Builder`]): task item, message ids, events, history, transcript, artifacts, audit.
 
 use std::collections::HashSet;
@@ -9,6 +9,7 @@ use task_store::{
     AuditEntry, Committed, Conflict, StoreError, StoreResult, TaskCounters, TaskRecord, limits,
 };
 
+use crate::counts::{CountDeltas, CountUpdate};
 use crate::error::Guard;
 use crate::index::{self, IndexWrite};
 use crate::items::{self, Item, attr, key, s};
@@ -28,6 +29,10 @@ pub struct Plan {
     pub before: Vec<IndexWrite>,
     /// Index deletes that did not fit: written after the transaction.
     pub after: Vec<IndexWrite>,
+    /// ListTasks' count changes, until [`Plan::fit`] places them (before any index write).
+    pub counts: CountDeltas,
+    /// Count updates that did not fit: written after the transaction.
+    pub counts_after: Vec<CountUpdate>,
     pub committed: Vec<Committed>,
 }
 
@@ -44,6 +49,26 @@ impl Plan {
                 limits::CHUNK_BYTES / 1024
             )));
         }
+        // Counts first: in the transaction they never disagree with the tasks; only what
+        // does not fit beside the documents goes after it.
+        let mut counts = std::mem::take(&mut self.counts).updates();
+        let outside =
+            counts.split_off((MAX_TRANSACTION_ITEMS - self.items.len()).min(counts.len()));
+        // No condition: these never fail one; the guard names a task of the commit anyway.
+        let task_id = self
+            .committed
+            .first()
+            .map(|c| c.task_id.clone())
+            .unwrap_or_default();
+        for update in counts {
+            let task_id = task_id.clone();
+            self.items.push(update.transact_item(table)?);
+            self.guards.push(Guard::Log {
+                task_id,
+                creating: false,
+            });
+        }
+        self.counts_after = outside;
         let room = MAX_TRANSACTION_ITEMS - self.items.len();
         let mut inside = std::mem::take(&mut self.index);
         if inside.len() > room {

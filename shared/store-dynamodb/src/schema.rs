@@ -8,9 +8,9 @@ pub const PK: &str = "PK";
 /// Sort key of the table (string).
 pub const SK: &str = "SK";
 
-/// The participant index: a participant's tasks, newest status first.
+/// The participant index: a participant's tasks in one state, newest status first.
 pub const GSI1: &str = "GSI1";
-/// `PART#<participant>`.
+/// `PART#<participant>#<state>` (`keys::listing_partition`).
 pub const GSI1_PK: &str = "GSI1PK";
 /// `<status timestamp, fixed width>#<task id>`.
 pub const GSI1_SK: &str = "GSI1SK";
@@ -22,6 +22,13 @@ pub const GSI2_PK: &str = "GSI2PK";
 /// `<expiry in epoch milliseconds, 20 digits>#<task id>`.
 pub const GSI2_SK: &str = "GSI2SK";
 
+/// The context index (keys only): a participant's tasks in one context.
+pub const GSI3: &str = "GSI3";
+/// `PCTX#<participant length>#<participant>#<context>` (`keys::context_partition`).
+pub const GSI3_PK: &str = "GSI3PK";
+/// The task id: a key that no status change moves.
+pub const GSI3_SK: &str = "GSI3SK";
+
 /// The TTL attribute (epoch seconds); only lease items carry it.
 pub const TTL: &str = "ttl";
 
@@ -32,7 +39,8 @@ pub const LEASE_PARTITION: &str = "LEASE";
 pub const TEMPLATE_RESOURCE: &str = "TasksTable";
 
 /// Every key attribute (all strings), as `AttributeDefinitions` must list them.
-pub const KEY_ATTRIBUTES: [&str; 6] = [PK, SK, GSI1_PK, GSI1_SK, GSI2_PK, GSI2_SK];
+pub const KEY_ATTRIBUTES: [&str; 8] =
+    [PK, SK, GSI1_PK, GSI1_SK, GSI2_PK, GSI2_SK, GSI3_PK, GSI3_SK];
 
 /// An index: its name, partition and sort key, and projection type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,8 +53,8 @@ pub struct IndexShape {
 }
 
 /// The global secondary indexes the adapter queries.
-pub const INDEXES: [IndexShape; 2] = [
-    // ListTasks filters on context and state and reads the task id: ALL keeps it one query.
+pub const INDEXES: [IndexShape; 3] = [
+    // ListTasks reads the task id and the entry's version: ALL keeps it one query.
     IndexShape {
         name: GSI1,
         partition_key: GSI1_PK,
@@ -58,6 +66,14 @@ pub const INDEXES: [IndexShape; 2] = [
         name: GSI2,
         partition_key: GSI2_PK,
         sort_key: GSI2_SK,
+        projection: "KEYS_ONLY",
+    },
+    // ListTasks' context filter needs only the task ids, which are in the keys; a status
+    // change rewrites the entry with the same GSI3 keys, which writes nothing to it.
+    IndexShape {
+        name: GSI3,
+        partition_key: GSI3_PK,
+        sort_key: GSI3_SK,
         projection: "KEYS_ONLY",
     },
 ];

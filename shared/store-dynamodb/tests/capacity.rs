@@ -87,6 +87,21 @@ async fn sizes(store: &DynamoDbStore, task: &str) -> HashMap<String, Vec<usize>>
     sizes
 }
 
+/// The sizes of a participant's ListTasks count items (one per shard its tasks fall in).
+async fn count_sizes(store: &DynamoDbStore, participant: &str) -> Vec<usize> {
+    let out = store
+        .client()
+        .query()
+        .table_name(store.table_name())
+        .key_condition_expression("PK = :pk")
+        .expression_attribute_values(":pk", AttributeValue::S(format!("COUNT#{participant}")))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("query");
+    out.items().iter().map(item_size).collect()
+}
+
 fn first(sizes: &HashMap<String, Vec<usize>>, kind: &str) -> usize {
     sizes[kind][0]
 }
@@ -126,12 +141,15 @@ async fn consumed_capacity_of_the_common_operations() {
         .expect("create");
     let s = sizes(&store, "t-0").await;
     let (task_size, part) = (first(&s, "TASK"), first(&s, "PART"));
+    let count = count_sizes(&store, "alice").await[0];
     // A transaction writes each item at twice the standard price; GSI1 gets one entry per
-    // participant (projection ALL: the whole index item).
+    // participant (projection ALL: the whole index item), GSI3 one too (keys only, under
+    // 1 KB); each participant's count item in the task's shard gets an `ADD`.
     let items =
         wcu(task_size) + wcu(first(&s, "EVT")) + wcu(first(&s, "MSG")) + wcu(first(&s, "MID"));
-    let aws = 2.0 * (items + 3.0 * wcu(part)) + 3.0 * wcu(part);
-    let what = "create a task (1 event, 1 history message, 1 message id, 3 index entries)";
+    let aws = 2.0 * (items + 3.0 * wcu(part) + 3.0 * wcu(count)) + 3.0 * wcu(part) + 3.0;
+    let what =
+        "create a task (1 event, 1 history message, 1 message id, 3 index entries, 3 counts)";
     let create = m.row(what, c, &store, Some(aws));
 
     let c = store.consumed_capacity();
@@ -149,10 +167,11 @@ async fn consumed_capacity_of_the_common_operations() {
     let change = Change::Update(Box::new(transition));
     store.commit(vec![change]).await.expect("transition");
     let s = sizes(&store, "t-0").await;
-    // The 3 index entries move (new GSI1SK): each is a delete and an insert in GSI1.
-    let items = wcu(first(&s, "TASK")) + wcu(last(&s, "EVT")) + 3.0 * wcu(part);
+    // The 3 index entries move (new GSI1 keys): each is a delete and an insert in GSI1;
+    // their GSI3 keys stay (no GSI3 write). The 3 counts move from SUBMITTED to WORKING.
+    let items = wcu(first(&s, "TASK")) + wcu(last(&s, "EVT")) + 3.0 * wcu(part) + 3.0 * wcu(count);
     let aws = 2.0 * items + 3.0 * 2.0 * wcu(part);
-    let what = "status transition with its event (3 index entries move)";
+    let what = "status transition with its event (3 index entries and 3 counts move)";
     let transition = m.row(what, c, &store, Some(aws));
 
     let base = store.get("t-0").await.expect("get").expect("exists");
@@ -218,11 +237,12 @@ async fn consumed_capacity_of_the_common_operations() {
         ..Default::default()
     };
     let page = store.list("alice", &query).await.expect("list");
-    // GSI1 reads are eventually consistent (half price): 51 entries for the page, 60 for
-    // the count; then 51 strongly consistent task reads (BatchGetItem rounds each item): the
-    // page's and the one that shows a next page exists (each entry is checked against its
-    // task before it counts).
-    let aws = 0.5 * rcu(51 * part) + 0.5 * rcu(60 * part) + 51.0 * rcu(task_size);
+    // The counts: one strongly consistent query of alice's shards. GSI1 reads are
+    // eventually consistent (half price): 51 entries of the one state partition; then 51
+    // strongly consistent task reads (BatchGetItem rounds each item): the page's and the one
+    // that shows a next page exists (each entry is checked against its task before it counts).
+    let counts: usize = count_sizes(&store, "alice").await.iter().sum();
+    let aws = rcu(counts) + 0.5 * rcu(51 * part) + 51.0 * rcu(task_size);
     let what = "list one page of 50 tasks (of 60; with the total count)";
     let list = m.row(what, c, &store, Some(aws));
     assert_eq!((page.tasks.len(), page.total_size), (50, 60));
@@ -235,7 +255,7 @@ async fn consumed_capacity_of_the_common_operations() {
     );
     let (event, message) = (first(&s, "EVT"), first(&s, "MSG"));
     eprintln!(
-        "item sizes: task {task_size} B, index entry {part} B, event {event} B, message {message} B"
+        "item sizes: task {task_size} B, index entry {part} B, count {count} B, event {event} B, message {message} B"
     );
     eprintln!(
         "| operation | reported read units | reported write units | AWS by the pricing rules |"

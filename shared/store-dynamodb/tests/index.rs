@@ -35,13 +35,19 @@ fn key(task: &str, participant: &str) -> Item {
 /// An index entry as the adapter writes one, for `participant` on `task`.
 fn entry(task: &str, participant: &str, ts: DateTime<Utc>, state: &str, version: u64) -> Item {
     let mut item = key(task, participant);
-    item.insert("GSI1PK".into(), s(keys::participant_partition(participant)));
+    item.insert(
+        "GSI1PK".into(),
+        s(keys::listing_partition(participant, state)),
+    );
     item.insert(
         "GSI1SK".into(),
         s(keys::index_sk(&keys::time(ts).unwrap(), task)),
     );
-    item.insert("ctx".into(), s("ctx"));
-    item.insert("state".into(), s(state));
+    item.insert(
+        "GSI3PK".into(),
+        s(keys::context_partition(participant, "ctx")),
+    );
+    item.insert("GSI3SK".into(), s(task));
     item.insert("task".into(), s(task));
     item.insert("version".into(), AttributeValue::N(version.to_string()));
     item
@@ -294,7 +300,10 @@ async fn an_entry_whose_values_lag_lists_the_task_by_its_current_values() {
         (vec![], String::new(), 0)
     );
     let healed = stored_entry(&store, "t-1", "alice").await.expect("entry");
-    assert_eq!(healed["state"], s("TASK_STATE_COMPLETED"));
+    assert_eq!(
+        healed["GSI1PK"],
+        s(keys::listing_partition("alice", "TASK_STATE_COMPLETED"))
+    );
     assert_eq!(
         healed["GSI1SK"],
         s(keys::index_sk(&keys::time(at(10)).unwrap(), "t-1"))
@@ -494,5 +503,40 @@ async fn a_late_index_delete_keeps_an_entry_a_newer_commit_wrote() {
     assert_eq!(
         list(&store, "bob", &all(10)).await,
         (vec![], String::new(), 0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_unlisted_agent_gets_no_entries_or_counts() {
+    let (store, _table) = common::fresh_table().await;
+    let store = store.without_listing_for("agent");
+    let task = create(&store, "t-1", &["alice", "agent"], TaskState::Working, 0).await;
+    let mut done = task.record.clone();
+    done.status.state = TaskState::Completed;
+    done.status.timestamp = Some(at(10));
+    rewrite(&store, task, done).await.expect("complete");
+    assert!(stored_entry(&store, "t-1", "alice").await.is_some());
+    assert_eq!(stored_entry(&store, "t-1", "agent").await, None);
+    let counts = |who: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .client()
+                .query()
+                .table_name(store.table_name())
+                .key_condition_expression("PK = :pk")
+                .expression_attribute_values(":pk", s(keys::count_pk(who)))
+                .consistent_read(true)
+                .send()
+                .await
+                .expect("query counts")
+                .count
+        }
+    };
+    assert_eq!(counts("agent").await, 0, "no count items for the agent");
+    assert_eq!(counts("alice").await, 1);
+    assert_eq!(
+        list(&store, "alice", &in_state(TaskState::Completed, 10)).await,
+        (vec!["t-1".to_owned()], String::new(), 1)
     );
 }
