@@ -101,6 +101,7 @@ impl DynamoDbStore {
             (None, None, Kind::Write) => (0.0, c.capacity_units().unwrap_or(0.0)),
             (read, write, _) => (read.unwrap_or(0.0), write.unwrap_or(0.0)),
         };
+        telemetry::metrics::dynamodb_capacity(read, write);
         self.meter
             .read
             .fetch_add(thousandths(read), Ordering::Relaxed);
@@ -266,6 +267,9 @@ impl DynamoDbStore {
                 }
                 _ => return Err(DynamoDbError::call("TransactWriteItems", err).into()),
             };
+            if matches!(cancellation, Cancellation::Throttled) {
+                telemetry::metrics::dynamodb_throttle("TransactWriteItems");
+            }
             match cancellation {
                 Cancellation::Contention if attempt < attempts => backoff(attempt).await,
                 Cancellation::Throttled if attempt < THROTTLE_ATTEMPTS => backoff(attempt).await,

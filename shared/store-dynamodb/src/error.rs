@@ -1,7 +1,7 @@
 //! The adapter's one error enum, its mapping onto [`StoreError`], and the mapping of a
 //! cancelled transaction's reasons onto typed conflicts.
 
-use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::CancellationReason;
 use aws_smithy_runtime_api::http::Response;
 use task_store::{Conflict, StoreError};
@@ -34,11 +34,25 @@ pub enum DynamoDbError {
     Build(#[from] aws_smithy_types::error::operation::BuildError),
 }
 
+/// Error codes of a throttled call.
+const THROTTLED_CALL: &[&str] = &[
+    "ThrottlingException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+];
+
 impl DynamoDbError {
+    /// A failed call (a throttled one is counted: it outlasted the SDK's retries).
     pub fn call<E>(operation: &'static str, err: SdkError<E, Response>) -> Self
     where
-        E: std::error::Error + Send + Sync + 'static,
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
+        if err
+            .code()
+            .is_some_and(|code| THROTTLED_CALL.contains(&code))
+        {
+            telemetry::metrics::dynamodb_throttle(operation);
+        }
         DynamoDbError::Call {
             operation,
             message: DisplayErrorContext(&err).to_string(),

@@ -99,7 +99,7 @@ pub static ALL: [Def; 12] = [
         kind: Kind::Counter,
         unit: Unit::Count,
         labels: &["Agent"],
-        help: "Runs of the agent on a message (turns), by agent (model, remote, echo, tck).",
+        help: "Runs of the agent on a message (turns), by agent (local; remote: a relayed sub-task).",
     },
     Def {
         name: "ToolErrors",

@@ -52,7 +52,7 @@ pub fn task_created(lifecycle: &'static str) {
     record(Metric::TasksCreated, [lifecycle, ""], 1.0);
 }
 
-/// One run of `agent` on a message.
+/// One run of the agent on a message (`local`, or `remote`: a relayed sub-task).
 pub fn turn(agent: &'static str) {
     record(Metric::Turns, [agent, ""], 1.0);
 }
