@@ -5,6 +5,7 @@ pub mod allocator;
 mod console;
 mod health;
 mod listener;
+mod metrics;
 mod options;
 mod server;
 

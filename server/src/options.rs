@@ -125,6 +125,10 @@ pub struct Options {
     /// worth, at least 1).
     #[arg(long, env = names::RATE_LIMIT_BURST)]
     pub rate_limit_burst: Option<String>,
+    /// Record metrics and serve them at `GET /metrics` (Prometheus text format). Off by
+    /// default: recording then costs nothing.
+    #[arg(long, env = names::METRICS)]
+    pub metrics: bool,
 }
 
 impl Options {
@@ -157,6 +161,7 @@ impl Options {
             names::MODEL_RETRY_DEADLINE_SECS => self.model_retry_deadline_secs.clone(),
             names::RATE_LIMIT => self.rate_limit.clone(),
             names::RATE_LIMIT_BURST => self.rate_limit_burst.clone(),
+            names::METRICS => self.metrics.then(|| "true".into()),
             _ => None,
         };
         value.filter(|v| !v.trim().is_empty())

@@ -41,6 +41,8 @@ struct App {
     http: HttpConfig,
     console: web_console::Console,
     body_timeout: Duration,
+    /// `--metrics`: `GET /metrics` is served.
+    metrics: bool,
 }
 
 async fn open_store(options: &Options, settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
@@ -74,6 +76,9 @@ impl Server {
     /// Opens the store, binds the listener and serves until [`Server::shutdown`].
     pub async fn start(options: Options) -> anyhow::Result<Self> {
         let settings = options.settings()?;
+        if settings.metrics {
+            crate::metrics::install();
+        }
         let listener = TcpListener::bind(options.addr)
             .await
             .with_context(|| format!("binding {}", options.addr))?;
@@ -116,6 +121,7 @@ impl Server {
                 ..HttpConfig::default()
             },
             body_timeout: Duration::from_secs(options.body_timeout_secs),
+            metrics: settings.metrics,
         });
         let limits = listener::Limits {
             header_timeout: Duration::from_secs(options.header_timeout_secs),
@@ -149,8 +155,8 @@ impl Server {
 }
 
 /// Every request goes to the bindings, which route it, except the probes (`/healthz`,
-/// `/readyz`) and the console's (`/ui/`); a caller over the rate limit is refused before its
-/// body is read.
+/// `/readyz`), the metrics (`/metrics`, with `--metrics`) and the console's (`/ui/`); a
+/// caller over the rate limit is refused before its body is read.
 async fn serve_request(
     app: Arc<App>,
     request: Request<Incoming>,
@@ -159,6 +165,9 @@ async fn serve_request(
     // Probes (an orchestrator's, a load balancer's) are not rate-limited.
     if let Some(probe) = crate::health::probe(&request) {
         return crate::health::answer(&app.service, probe).await;
+    }
+    if app.metrics && crate::metrics::is_scrape(&request) {
+        return crate::metrics::answer();
     }
     let caller = Caller::anonymous().with_address(Some(peer.ip()));
     if let Some(refused) = a2a_http::over_rate_limit(&app.http, request.uri().path(), &caller) {

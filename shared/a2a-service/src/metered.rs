@@ -2,30 +2,50 @@
 //! that refused it (by name), for the metrics both hosts read out.
 
 use task_core::extension::Lifecycle;
-use task_store::{Change, Conflict, Store, StoreError};
+use task_store::{Change, Conflict, PendingCommit, Store, StoreError, StoreResult};
 
 /// Commits `changes` through `store`, recording what came of it.
 pub(crate) async fn commit(store: &dyn Store, changes: Vec<Change>) -> Result<(), StoreError> {
-    let lifecycles: Vec<&'static str> = changes
+    let created = created(&changes);
+    let outcome = store.commit(changes).await;
+    record(&outcome, created);
+    outcome.map(|_| ())
+}
+
+/// Submits `changes` through `store` (see `TaskStore::submit`), recording what came of it
+/// once the commit has.
+pub(crate) async fn submit(store: &dyn Store, changes: Vec<Change>) -> StoreResult<PendingCommit> {
+    let created = created(&changes);
+    let pending = store.submit(changes).await?;
+    Ok(Box::pin(async move {
+        let outcome = pending.await;
+        record(&outcome, created);
+        outcome
+    }))
+}
+
+/// The lifecycles of the tasks `changes` create.
+fn created(changes: &[Change]) -> Vec<&'static str> {
+    changes
         .iter()
         .filter_map(|change| match change {
             Change::Create(new) => Some(lifecycle_name(new.record.extension.effective_lifecycle())),
             _ => None,
         })
-        .collect();
-    match store.commit(changes).await {
+        .collect()
+}
+
+fn record<T>(outcome: &StoreResult<T>, created: Vec<&'static str>) {
+    match outcome {
         Ok(_) => {
-            for lifecycle in lifecycles {
+            for lifecycle in created {
                 telemetry::metrics::task_created(lifecycle);
             }
-            Ok(())
         }
-        Err(err) => {
-            if let StoreError::Conflict(conflict) = &err {
-                telemetry::metrics::store_conflict(conflict_name(conflict));
-            }
-            Err(err)
+        Err(StoreError::Conflict(conflict)) => {
+            telemetry::metrics::store_conflict(conflict_name(conflict));
         }
+        Err(_) => {}
     }
 }
 

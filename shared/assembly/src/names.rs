@@ -44,6 +44,12 @@ pub const RATE_LIMIT: &str = "TH_RATE_LIMIT";
 /// Requests a caller may send at once (`--rate-limit-burst`).
 pub const RATE_LIMIT_BURST: &str = "TH_RATE_LIMIT_BURST";
 
+/// `true` records metrics and serves them at `GET /metrics` (the local server's `--metrics`;
+/// the functions always record them, as EMF).
+pub const METRICS: &str = "TH_METRICS";
+
+/// The functions only: the CloudWatch namespace of their EMF metrics (default `TinyHarness`).
+pub const METRICS_NAMESPACE: &str = "TH_METRICS_NAMESPACE";
 /// The functions only: `none` or `authorizer`.
 pub const AUTH_MODE: &str = "TH_AUTH_MODE";
 /// The functions only: how long before its deadline a stream ends, in milliseconds.
@@ -57,7 +63,7 @@ pub const JWT_JWKS_URL: &str = "TH_JWT_JWKS_URL";
 pub const JWT_ALGORITHMS: &str = "TH_JWT_ALGORITHMS";
 
 /// The local server's flag for each shared setting (for error messages).
-const FLAGS: [(&str, &str); 19] = [
+const FLAGS: [(&str, &str); 20] = [
     (BASE_URL, "--base-url"),
     (TABLE, "--table"),
     (DEFAULT_PARTICIPANT, "--default-participant"),
@@ -77,6 +83,7 @@ const FLAGS: [(&str, &str); 19] = [
     (LEASE_TTL_SECS, "--lease-ttl-secs"),
     (RATE_LIMIT, "--rate-limit"),
     (RATE_LIMIT_BURST, "--rate-limit-burst"),
+    (METRICS, "--metrics"),
 ];
 
 /// The local server's flag for the variable `name`, if it has one.

@@ -90,6 +90,9 @@ pub struct Settings {
     /// `TH_RATE_LIMIT` (requests per second per caller) and `TH_RATE_LIMIT_BURST` (default:
     /// one second's worth): a limit each process applies on its own (default none).
     pub rate_limit: Option<RateLimit>,
+    /// `TH_METRICS`: `true` records metrics for `GET /metrics` (the local server; default
+    /// `false`: recording costs nothing then).
+    pub metrics: bool,
 }
 
 /// A configuration read by name from a lookup: the environment, the local server's flags, or
@@ -164,6 +167,12 @@ impl FromLookup for Settings {
             model_retry_deadline,
             lease_ttl,
             rate_limit: rate_limit(&lookup)?,
+            metrics: one_of(
+                &lookup,
+                names::METRICS,
+                [("true", true), ("false", false)],
+                false,
+            )?,
         })
     }
 }
