@@ -21,6 +21,12 @@ pub fn installed() -> Option<&'static Registry> {
     REGISTRY.get()
 }
 
+/// Whether a registry records (work done only for a metric can be skipped when not).
+#[inline]
+pub fn enabled() -> bool {
+    REGISTRY.get().is_some()
+}
+
 /// Writes what was recorded since the last flush as EMF lines under `namespace` (a function
 /// calls it when an invocation ends). Nothing without an EMF registry; a failed write is
 /// lost metrics, never a failed invocation.

@@ -14,6 +14,6 @@ pub mod record;
 mod registry;
 
 pub use catalog::{Kind, Metric, Unit};
-pub use global::{flush_emf, install, installed};
+pub use global::{enabled, flush_emf, install, installed};
 pub use record::*;
 pub use registry::{Labels, Mode, Registry, Sample, Value};
