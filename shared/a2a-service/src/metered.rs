@@ -73,3 +73,64 @@ pub(crate) fn conflict_name(conflict: &Conflict) -> &'static str {
         Conflict::TooManyPushConfigs { .. } => "too_many_push_configs",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use a2a::TaskState;
+    use task_core::extension::Role;
+    use task_store::NewTask;
+    use task_store::contract::{at, record};
+    use telemetry::metrics::{self, Metric, Mode, Value};
+
+    fn counted(metric: Metric, label: &str) -> f64 {
+        metrics::installed()
+            .expect("installed")
+            .snapshot()
+            .iter()
+            .find(|s| s.metric == metric && s.labels[0] == label)
+            .map(|s| match s.value {
+                Value::Counter(n) => n,
+                _ => 0.0,
+            })
+            .unwrap_or(0.0)
+    }
+
+    fn create(id: &str) -> Vec<Change> {
+        let rec = record(
+            id,
+            "ctx",
+            &[("alice", Role::Admin)],
+            TaskState::Working,
+            at(0),
+        );
+        vec![Change::Create(Box::new(NewTask::new(rec)))]
+    }
+
+    #[tokio::test]
+    async fn a_commit_counts_the_tasks_it_created_and_the_conflict_that_refused_it() {
+        metrics::install(Mode::Prometheus);
+        let store = store_memory::MemoryStore::new();
+        let (created, refused) = (
+            counted(Metric::TasksCreated, "conversation"),
+            counted(Metric::StoreConflicts, "task_exists"),
+        );
+        commit(&store, create("metered-1")).await.unwrap();
+        assert_eq!(counted(Metric::TasksCreated, "conversation"), created + 1.0);
+        let again = commit(&store, create("metered-1")).await;
+        assert!(matches!(
+            again,
+            Err(StoreError::Conflict(Conflict::TaskExists(_)))
+        ));
+        assert_eq!(
+            counted(Metric::StoreConflicts, "task_exists"),
+            refused + 1.0
+        );
+        assert_eq!(
+            counted(Metric::TasksCreated, "conversation"),
+            created + 1.0,
+            "a refused creation is not counted"
+        );
+    }
+}

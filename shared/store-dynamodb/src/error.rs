@@ -396,3 +396,45 @@ mod tests {
         assert!(matches!(cancelled, StoreError::Backend(_)));
     }
 }
+
+#[cfg(test)]
+mod metered {
+    use super::*;
+    use aws_sdk_dynamodb::error::ErrorMetadata;
+    use aws_sdk_dynamodb::operation::get_item::GetItemError;
+    use aws_smithy_runtime_api::http::StatusCode;
+    use aws_smithy_types::body::SdkBody;
+    use telemetry::metrics::{self, Metric, Mode, Value};
+
+    fn failed(code: &str) -> SdkError<GetItemError, Response> {
+        let status = StatusCode::try_from(400u16).expect("status");
+        SdkError::service_error(
+            GetItemError::generic(ErrorMetadata::builder().code(code).build()),
+            Response::new(status, SdkBody::empty()),
+        )
+    }
+
+    fn throttles(operation: &str) -> f64 {
+        metrics::installed()
+            .expect("installed")
+            .snapshot()
+            .iter()
+            .find(|s| s.metric == Metric::DynamoDbThrottles && s.labels[0] == operation)
+            .map(|s| match s.value {
+                Value::Counter(n) => n,
+                _ => 0.0,
+            })
+            .unwrap_or(0.0)
+    }
+
+    #[test]
+    fn a_call_throttled_past_the_sdks_retries_is_counted_and_no_other_failure() {
+        metrics::install(Mode::Prometheus);
+        let before = throttles("GetItem");
+        let _ = DynamoDbError::call("GetItem", failed("ValidationException"));
+        assert_eq!(throttles("GetItem"), before);
+        let _ = DynamoDbError::call("GetItem", failed("ThrottlingException"));
+        let _ = DynamoDbError::call("GetItem", failed("ProvisionedThroughputExceededException"));
+        assert_eq!(throttles("GetItem"), before + 2.0);
+    }
+}
