@@ -1,6 +1,7 @@
 //! `--metrics`: `GET /metrics` in the Prometheus text format, scraped before and after a
 //! SendMessage on the echo model, a GetTask and a refused GetTask (the counters grow under
-//! their labels); answered before the rate limit; and not served without the option.
+//! their labels); a scripted turn's tool error and tokens; answered before the rate limit;
+//! and not served without the option.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -90,6 +91,44 @@ async fn the_counters_grow_with_the_requests_under_their_labels() {
     );
     // The scrapes themselves are not A2A requests.
     assert!(!after.0.contains("method=\"metrics\""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripted_turn_counts_its_tool_error_and_its_tokens_by_model() {
+    let setup = AgentSetup::new(serde_json::json!({"turns": [
+        {"tool_calls": [{"name": "no_such_tool"}],
+         "usage": {"input_tokens": 100, "output_tokens": 5, "cached_input_tokens": 20}},
+        {"text": "done", "usage": {"input_tokens": 120, "output_tokens": 7}},
+    ]}));
+    let server = setup.builder().arg("--metrics").start();
+    let client = server.client();
+    client
+        .api(Binding::Rest)
+        .send_text("alice", "call a tool that is not there")
+        .await;
+    let after = poll(
+        "both model calls counted",
+        || Scrape::of(&client),
+        |scrape| scrape.value(r#"th_model_tokens_total{model="scripted",kind="output"}"#) >= 12.0,
+    )
+    .await;
+    assert_eq!(
+        after.value(r#"th_tool_errors_total{code="tool.not_found"}"#),
+        1.0,
+        "{after}"
+    );
+    assert_eq!(
+        after.value(r#"th_model_tokens_total{model="scripted",kind="input"}"#),
+        220.0
+    );
+    assert_eq!(
+        after.value(r#"th_model_tokens_total{model="scripted",kind="cached"}"#),
+        20.0
+    );
+    assert_eq!(
+        after.value(r#"th_model_call_duration_milliseconds_count{model="scripted",outcome="ok"}"#),
+        2.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
