@@ -37,6 +37,9 @@ pub struct FunctionConfig {
     /// `TH_RUNNER_FUNCTION`: the function `returnImmediately` runs are handed to (unset: they
     /// run in the invocation that took the message, which then ends only when they do).
     pub runner_function: Option<String>,
+    /// `TH_METRICS_NAMESPACE`: the CloudWatch namespace of the EMF metrics every function
+    /// prints (default `TinyHarness`).
+    pub metrics_namespace: String,
 }
 
 impl FromLookup for FunctionConfig {
@@ -74,6 +77,8 @@ impl FromLookup for FunctionConfig {
             auth,
             stream_end_margin,
             runner_function: lookup(names::RUNNER_FUNCTION),
+            metrics_namespace: lookup(names::METRICS_NAMESPACE)
+                .unwrap_or_else(|| "TinyHarness".to_owned()),
         })
     }
 }
@@ -100,6 +105,7 @@ mod tests {
         assert_eq!(c.settings.agent_profile, AgentProfile::Model);
         assert_eq!(c.stream_end_margin, Duration::from_secs(3));
         assert_eq!(c.runner_function, None);
+        assert_eq!(c.metrics_namespace, "TinyHarness");
 
         let missing = read(&[("TH_BASE_URL", "https://api.example")]).expect_err("no table");
         assert_eq!(missing.variable, "TH_TABLE");
@@ -135,8 +141,10 @@ mod tests {
             ("TH_STREAM_END_MARGIN_MS", "500"),
             ("TH_RUNNER_FUNCTION", "tiny-harness-runner"),
             ("TH_AGENT_PROFILE", "tck"),
+            ("TH_METRICS_NAMESPACE", "Staging/TinyHarness"),
         ])
         .expect("valid");
+        assert_eq!(c.metrics_namespace, "Staging/TinyHarness");
         assert_eq!(c.auth, AuthMode::Authorizer);
         assert_eq!(c.stream_end_margin, Duration::from_millis(500));
         assert_eq!(c.runner_function.as_deref(), Some("tiny-harness-runner"));

@@ -23,6 +23,7 @@ use lambda_http::{RequestExt, service_fn};
 use task_store::Store;
 
 use crate::config::{AuthMode, FunctionConfig};
+use crate::emf::Emf;
 use crate::{identity, service};
 
 /// The SSE comment a stream ends with when the invocation's time is nearly up.
@@ -234,22 +235,29 @@ fn bounded(
     .boxed()
 }
 
-/// Serves buffered invocations until the runtime stops.
-pub async fn run_buffered(app: App) -> Result<(), lambda_http::Error> {
+/// Serves buffered invocations until the runtime stops, each one's metrics printed when it
+/// ends.
+pub async fn run_buffered(app: App, emf: Arc<Emf>) -> Result<(), lambda_http::Error> {
     let app = Arc::new(app);
     lambda_http::run(service_fn(move |request| {
         let app = Arc::clone(&app);
-        async move { Ok::<_, lambda_http::Error>(app.respond_buffered(request).await) }
+        let emf = Arc::clone(&emf);
+        async move {
+            let response = emf.around(app.respond_buffered(request)).await;
+            Ok::<_, lambda_http::Error>(response)
+        }
     }))
     .await
 }
 
-/// Serves streamed invocations until the runtime stops.
-pub async fn run_streaming(app: App) -> Result<(), lambda_http::Error> {
+/// Serves streamed invocations until the runtime stops, each one's metrics printed when its
+/// stream ends.
+pub async fn run_streaming(app: App, emf: Arc<Emf>) -> Result<(), lambda_http::Error> {
     let app = Arc::new(app);
     lambda_http::run_with_streaming_response(service_fn(move |request| {
         let answer = app.respond_streaming(request);
-        async move { Ok::<_, lambda_http::Error>(answer.await) }
+        let emf = Arc::clone(&emf);
+        async move { Ok::<_, lambda_http::Error>(answer.await.map(|body| emf.after_stream(body))) }
     }))
     .await
 }

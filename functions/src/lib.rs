@@ -11,6 +11,7 @@ pub mod authorizer;
 pub mod calls;
 pub mod config;
 pub mod console;
+pub mod emf;
 pub mod http;
 pub mod identity;
 pub mod mains;

@@ -8,6 +8,7 @@ use lambda_runtime::{LambdaEvent, service_fn};
 use store_dynamodb::DynamoDbStore;
 
 use crate::config::{FromLookup, FunctionConfig};
+use crate::emf::Emf;
 use crate::http::{self, App};
 use crate::notifier::Notifier;
 use crate::{authorizer, calls, retention, runner, service};
@@ -47,6 +48,7 @@ async fn store(config: &FunctionConfig) -> (aws_config::SdkConfig, Arc<DynamoDbS
 pub async fn run_http(serves: Serves) -> Result<(), lambda_runtime::Error> {
     init_tracing();
     let config = FunctionConfig::from_env()?;
+    let emf = Emf::install(&config.metrics_namespace);
     let (sdk, store) = store(&config).await;
     let agent = assembly::agent(&config.settings, Some(&sdk)).await?;
     let mut app = App::with_agent(store, &config, serves, agent);
@@ -55,9 +57,9 @@ pub async fn run_http(serves: Serves) -> Result<(), lambda_runtime::Error> {
     }
     tracing::info!(?serves, table = %config.table, auth = ?config.auth, runner = ?config.runner_function, "function ready");
     if serves.may_stream() {
-        http::run_streaming(app).await
+        http::run_streaming(app, emf).await
     } else {
-        http::run_buffered(app).await
+        http::run_buffered(app, emf).await
     }
 }
 
@@ -70,6 +72,7 @@ pub async fn run_rest(method: Method) -> Result<(), lambda_runtime::Error> {
 pub async fn run_notifier() -> Result<(), lambda_runtime::Error> {
     init_tracing();
     let config = FunctionConfig::from_env()?;
+    let emf = Emf::install(&config.metrics_namespace);
     let sender = assembly::push_sender(&config.settings)?;
     let (_, store) = store(&config).await;
     let notifier = Arc::new(Notifier::new(store, Arc::new(sender)));
@@ -77,23 +80,28 @@ pub async fn run_notifier() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<aws_lambda_events::event::dynamodb::Event>| {
             let notifier = Arc::clone(&notifier);
-            async move { Ok::<_, lambda_runtime::Error>(notifier.handle(&event.payload).await) }
+            let emf = Arc::clone(&emf);
+            async move {
+                let failures = emf.around(notifier.handle(&event.payload)).await;
+                Ok::<_, lambda_runtime::Error>(failures)
+            }
         },
     ))
     .await
 }
 
 /// The service a background function runs tasks with (no HTTP in front).
-async fn background_service() -> Result<a2a_service::Service, lambda_runtime::Error> {
-    let config = FunctionConfig::from_env()?;
-    let (sdk, store) = store(&config).await;
+async fn background_service(
+    config: &FunctionConfig,
+) -> Result<a2a_service::Service, lambda_runtime::Error> {
+    let (sdk, store) = store(config).await;
     let agent = assembly::agent(&config.settings, Some(&sdk)).await?;
     tracing::info!(table = %config.table, "function ready");
-    Ok(service::service(store, &config, agent))
+    Ok(service::service(store, config, agent))
 }
 
 /// The `main` of a background function: the service made once, then each invocation's
-/// event handled by `handle` with it.
+/// event handled by `handle` with it, its metrics printed when it ends.
 async fn run_background<A, R, Fut>(
     handle: impl Fn(Arc<a2a_service::Service>, A) -> Fut,
 ) -> Result<(), lambda_runtime::Error>
@@ -103,9 +111,13 @@ where
     Fut: Future<Output = Result<R, lambda_runtime::Error>>,
 {
     init_tracing();
-    let service = Arc::new(background_service().await?);
+    let config = FunctionConfig::from_env()?;
+    let emf = Emf::install(&config.metrics_namespace);
+    let service = Arc::new(background_service(&config).await?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<A>| {
-        handle(Arc::clone(&service), event.payload)
+        let handled = handle(Arc::clone(&service), event.payload);
+        let emf = Arc::clone(&emf);
+        async move { emf.around(handled).await }
     }))
     .await
 }

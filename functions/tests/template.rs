@@ -5,7 +5,8 @@
 //! allows exactly the DynamoDB actions it needs, which are actions the adapter calls.
 //!
 //! The front door (authentication default, authorizer cache, throttling, WAF, the 429 bodies)
-//! is checked by `template/front_door.rs`.
+//! is checked by `template/front_door.rs`; the alarms, the dashboard and the push notifier's
+//! dead letters by `template/alarms.rs`.
 //!
 //! Each check is one function over the parsed template, so each test below also removes a
 //! route, a function, a table key, a permission or a limit and shows the check failing on it.
@@ -18,6 +19,8 @@ use common::template::{ROOT, read, table_actions, template, text};
 use serde_yaml_ng::Value;
 use store_dynamodb::schema;
 
+#[path = "template/alarms.rs"]
+mod alarms;
 mod common;
 #[path = "template/front_door.rs"]
 mod front_door;

@@ -6,6 +6,7 @@ mod console;
 mod health;
 mod listener;
 mod maintenance;
+mod metrics;
 mod options;
 mod server;
 

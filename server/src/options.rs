@@ -129,6 +129,10 @@ pub struct Options {
     /// until its parent is gone), then purged in the background; unset or 0: forever.
     #[arg(long, env = names::RETENTION_DAYS)]
     pub retention_days: Option<String>,
+    /// Record metrics and serve them at `GET /metrics` (Prometheus text format). Off by
+    /// default: recording then costs nothing.
+    #[arg(long, env = names::METRICS)]
+    pub metrics: bool,
 }
 
 impl Options {
@@ -162,6 +166,7 @@ impl Options {
             names::RATE_LIMIT => self.rate_limit.clone(),
             names::RATE_LIMIT_BURST => self.rate_limit_burst.clone(),
             names::RETENTION_DAYS => self.retention_days.clone(),
+            names::METRICS => self.metrics.then(|| "true".into()),
             _ => None,
         };
         value.filter(|v| !v.trim().is_empty())

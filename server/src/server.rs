@@ -43,6 +43,8 @@ struct App {
     http: HttpConfig,
     console: web_console::Console,
     body_timeout: Duration,
+    /// `--metrics`: `GET /metrics` is served.
+    metrics: bool,
 }
 
 /// The store, and the embedded one again when it is that (for its backups).
@@ -84,6 +86,9 @@ impl Server {
     /// Opens the store, binds the listener and serves until [`Server::shutdown`].
     pub async fn start(options: Options) -> anyhow::Result<Self> {
         let settings = options.settings()?;
+        if settings.metrics {
+            crate::metrics::install();
+        }
         let listener = TcpListener::bind(options.addr)
             .await
             .with_context(|| format!("binding {}", options.addr))?;
@@ -134,6 +139,7 @@ impl Server {
                 ..HttpConfig::default()
             },
             body_timeout: Duration::from_secs(options.body_timeout_secs),
+            metrics: settings.metrics,
         });
         let limits = listener::Limits {
             header_timeout: Duration::from_secs(options.header_timeout_secs),
@@ -171,8 +177,8 @@ impl Server {
 }
 
 /// Every request goes to the bindings, which route it, except the probes (`/healthz`,
-/// `/readyz`) and the console's (`/ui/`); a caller over the rate limit is refused before its
-/// body is read.
+/// `/readyz`), the metrics (`/metrics`, with `--metrics`) and the console's (`/ui/`); a
+/// caller over the rate limit is refused before its body is read.
 async fn serve_request(
     app: Arc<App>,
     request: Request<Incoming>,
@@ -181,6 +187,9 @@ async fn serve_request(
     // Probes (an orchestrator's, a load balancer's) are not rate-limited.
     if let Some(probe) = crate::health::probe(&request) {
         return crate::health::answer(&app.service, probe).await;
+    }
+    if app.metrics && crate::metrics::is_scrape(&request) {
+        return crate::metrics::answer();
     }
     let caller = Caller::anonymous().with_address(Some(peer.ip()));
     if let Some(refused) = a2a_http::over_rate_limit(&app.http, request.uri().path(), &caller) {

@@ -1,7 +1,8 @@
 //! One runner per task, under load and across a crash: twenty messages sent at once to one
 //! task through separate connections are each processed exactly once, in one history order;
 //! a server killed (SIGKILL) in the middle of a scripted multi-turn run is started again and
-//! the task completes, with no message lost and no committed turn repeated.
+//! the task completes, with no message lost and no committed turn repeated (the takeover
+//! counted in the metrics).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -113,8 +114,8 @@ async fn a_run_killed_mid_way_completes_after_a_restart_without_repeating_a_turn
     let data = server.kill();
 
     // Started again on the same data: the sweeper takes the expired lease over and the run
-    // continues from its last committed turn.
-    let mut builder = setup.builder().data_dir(data);
+    // continues from its last committed turn (and counts the takeover).
+    let mut builder = setup.builder().data_dir(data).arg("--metrics");
     for arg in quick {
         builder = builder.arg(arg);
     }
@@ -134,6 +135,14 @@ async fn a_run_killed_mid_way_completes_after_a_restart_without_repeating_a_turn
         history_texts(&done),
         ["do both steps", "both steps done"],
         "the message once, its reply once"
+    );
+    let scrape = Client::send(server.client().request(reqwest::Method::GET, "/metrics")).await;
+    assert!(
+        scrape.text.lines().any(|line| line
+            .strip_prefix("th_lease_takeovers_total ")
+            .is_some_and(|n| n.parse::<f64>().unwrap() >= 1.0)),
+        "{}",
+        scrape.text
     );
 
     assert!(server.terminate().success());

@@ -148,7 +148,8 @@ pub(crate) enum Outcome {
 
 /// Both bindings' step once the method is known: the [`preflight`], then the binding's `call`
 /// with the request context. Any error is answered in the binding's framing (`error_reply`);
-/// every answer echoes the activated extensions.
+/// every answer echoes the activated extensions. Each call is counted and timed by method and
+/// outcome (a stream: to its first byte).
 pub(crate) async fn preflight_and_call(
     api: &dyn A2aApi,
     method: Method,
@@ -157,21 +158,29 @@ pub(crate) async fn preflight_and_call(
     error_reply: impl Fn(&ProtocolError) -> Response<Body>,
     call: impl AsyncFnOnce(&RequestContext) -> Result<Response<Body>, ProtocolError>,
 ) -> Response<Body> {
-    let ctx = match preflight(
+    let started = telemetry::metrics::Timer::start();
+    // The status the error table gives, also in JSON-RPC (whose errors travel in a 200).
+    let (resp, status) = match preflight(
         api.agent_card(),
         method,
         req.headers(),
         req.uri().query(),
         caller,
     ) {
-        Ok(ctx) => ctx,
-        Err(err) => return error_reply(&err),
+        Err(err) => (error_reply(&err), err.http_status()),
+        Ok(ctx) => {
+            let (resp, status) = match call(&ctx).await {
+                Ok(resp) => {
+                    let status = resp.status();
+                    (resp, status)
+                }
+                Err(err) => (error_reply(&err), err.http_status()),
+            };
+            (reply::with_extensions(resp, &ctx.extensions), status)
+        }
     };
-    let resp = match call(&ctx).await {
-        Ok(resp) => resp,
-        Err(err) => error_reply(&err),
-    };
-    reply::with_extensions(resp, &ctx.extensions)
+    telemetry::metrics::request(method.jsonrpc_name(), status.as_u16(), started);
+    resp
 }
 
 /// The checks every A2A method gets before its parameters are read: `A2A-Version`,

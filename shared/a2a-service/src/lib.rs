@@ -10,6 +10,7 @@ pub mod extension_events;
 pub mod identity;
 pub mod listener;
 mod message_checks;
+mod metered;
 pub mod push;
 pub mod refusals;
 pub mod runner;

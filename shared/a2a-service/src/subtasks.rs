@@ -24,6 +24,7 @@ use task_store::{
 };
 
 use crate::identity::PARTICIPANT_KEY;
+use crate::metered;
 use crate::view;
 
 /// The metadata key of a sub-task note; reserved: a client message carrying it is refused.
@@ -201,16 +202,16 @@ pub async fn commit(
         }
     }
     if notes.is_empty() {
-        store.commit(changes).await?;
+        metered::commit(store, changes).await?;
         return Ok(Vec::new());
     }
     let parents: Vec<String> = notes.iter().map(|n| n.task_id().to_owned()).collect();
     let all: Vec<Change> = changes.iter().cloned().chain(notes).collect();
-    match store.commit(all).await {
-        Ok(_) => Ok(parents),
+    match metered::commit(store, all).await {
+        Ok(()) => Ok(parents),
         // A parent that ended (or was purged by retention) since it was read takes no note.
         Err(StoreError::Conflict(Conflict::TaskTerminal(_)) | StoreError::NotFound(_)) => {
-            store.commit(changes).await?;
+            metered::commit(store, changes).await?;
             Ok(Vec::new())
         }
         Err(err) => Err(err),

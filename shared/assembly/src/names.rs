@@ -47,6 +47,12 @@ pub const RATE_LIMIT_BURST: &str = "TH_RATE_LIMIT_BURST";
 /// (`--retention-days`).
 pub const RETENTION_DAYS: &str = "TH_RETENTION_DAYS";
 
+/// `true` records metrics and serves them at `GET /metrics` (the local server's `--metrics`;
+/// the functions always record them, as EMF).
+pub const METRICS: &str = "TH_METRICS";
+
+/// The functions only: the CloudWatch namespace of their EMF metrics (default `TinyHarness`).
+pub const METRICS_NAMESPACE: &str = "TH_METRICS_NAMESPACE";
 /// The functions only: `none` or `authorizer`.
 pub const AUTH_MODE: &str = "TH_AUTH_MODE";
 /// The functions only: how long before its deadline a stream ends, in milliseconds.
@@ -60,7 +66,7 @@ pub const JWT_JWKS_URL: &str = "TH_JWT_JWKS_URL";
 pub const JWT_ALGORITHMS: &str = "TH_JWT_ALGORITHMS";
 
 /// The local server's flag for each shared setting (for error messages).
-const FLAGS: [(&str, &str); 20] = [
+const FLAGS: [(&str, &str); 21] = [
     (BASE_URL, "--base-url"),
     (TABLE, "--table"),
     (DEFAULT_PARTICIPANT, "--default-participant"),
@@ -81,6 +87,7 @@ const FLAGS: [(&str, &str); 20] = [
     (RATE_LIMIT, "--rate-limit"),
     (RATE_LIMIT_BURST, "--rate-limit-burst"),
     (RETENTION_DAYS, "--retention-days"),
+    (METRICS, "--metrics"),
 ];
 
 /// The local server's flag for the variable `name`, if it has one.

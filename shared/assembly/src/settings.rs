@@ -94,6 +94,9 @@ pub struct Settings {
     /// that state (a sub-task also never before its parent goes); unset or `0`: forever
     /// (the default).
     pub retention: Option<chrono::Duration>,
+    /// `TH_METRICS`: `true` records metrics for `GET /metrics` (the local server; default
+    /// `false`: recording costs nothing then).
+    pub metrics: bool,
 }
 
 /// A configuration read by name from a lookup: the environment, the local server's flags, or
@@ -169,6 +172,12 @@ impl FromLookup for Settings {
             lease_ttl,
             rate_limit: rate_limit(&lookup)?,
             retention: retention(&lookup)?,
+            metrics: one_of(
+                &lookup,
+                names::METRICS,
+                [("true", true), ("false", false)],
+                false,
+            )?,
         })
     }
 }

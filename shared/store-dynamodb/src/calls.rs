@@ -101,6 +101,7 @@ impl DynamoDbStore {
             (None, None, Kind::Write) => (0.0, c.capacity_units().unwrap_or(0.0)),
             (read, write, _) => (read.unwrap_or(0.0), write.unwrap_or(0.0)),
         };
+        telemetry::metrics::dynamodb_capacity(read, write);
         self.meter
             .read
             .fetch_add(thousandths(read), Ordering::Relaxed);
@@ -266,6 +267,9 @@ impl DynamoDbStore {
                 }
                 _ => return Err(DynamoDbError::call("TransactWriteItems", err).into()),
             };
+            if matches!(cancellation, Cancellation::Throttled) {
+                telemetry::metrics::dynamodb_throttle("TransactWriteItems");
+            }
             match cancellation {
                 Cancellation::Contention if attempt < attempts => backoff(attempt).await,
                 Cancellation::Throttled if attempt < THROTTLE_ATTEMPTS => backoff(attempt).await,
@@ -286,5 +290,44 @@ impl DynamoDbStore {
                 other => return Ok(Err(other)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use telemetry::metrics::{self, Metric, Mode, Value};
+
+    fn consumed(capacity: &str) -> f64 {
+        metrics::installed()
+            .expect("installed")
+            .snapshot()
+            .iter()
+            .find(|s| s.metric == Metric::DynamoDbCapacity && s.labels[0] == capacity)
+            .map(|s| match s.value {
+                Value::Counter(n) => n,
+                _ => 0.0,
+            })
+            .unwrap_or(0.0)
+    }
+
+    #[test]
+    fn consumed_capacity_is_counted_by_read_and_write() {
+        metrics::install(Mode::Prometheus);
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version_latest()
+            .build();
+        let store = DynamoDbStore::new(aws_sdk_dynamodb::Client::from_conf(config), "t");
+        let (read, write) = (consumed("read"), consumed("write"));
+        let units = |total: f64| ConsumedCapacity::builder().capacity_units(total).build();
+        store.count(Kind::Read, Some(&units(1.5)));
+        store.count(Kind::Write, Some(&units(4.0)));
+        assert_eq!(consumed("read"), read + 1.5);
+        assert_eq!(consumed("write"), write + 4.0);
+        assert_eq!(
+            store.meter.total().total(),
+            5.5,
+            "the store's own meter as before"
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! The adapter's one error enum, its mapping onto [`StoreError`], and the mapping of a
 //! cancelled transaction's reasons onto typed conflicts.
 
-use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::CancellationReason;
 use aws_smithy_runtime_api::http::Response;
 use task_store::{Conflict, StoreError};
@@ -34,11 +34,25 @@ pub enum DynamoDbError {
     Build(#[from] aws_smithy_types::error::operation::BuildError),
 }
 
+/// Error codes of a throttled call.
+const THROTTLED_CALL: &[&str] = &[
+    "ThrottlingException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+];
+
 impl DynamoDbError {
+    /// A failed call (a throttled one is counted: it outlasted the SDK's retries).
     pub fn call<E>(operation: &'static str, err: SdkError<E, Response>) -> Self
     where
-        E: std::error::Error + Send + Sync + 'static,
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
+        if err
+            .code()
+            .is_some_and(|code| THROTTLED_CALL.contains(&code))
+        {
+            telemetry::metrics::dynamodb_throttle(operation);
+        }
         DynamoDbError::Call {
             operation,
             message: DisplayErrorContext(&err).to_string(),
@@ -380,5 +394,47 @@ mod tests {
         }
         .into();
         assert!(matches!(cancelled, StoreError::Backend(_)));
+    }
+}
+
+#[cfg(test)]
+mod metered {
+    use super::*;
+    use aws_sdk_dynamodb::error::ErrorMetadata;
+    use aws_sdk_dynamodb::operation::get_item::GetItemError;
+    use aws_smithy_runtime_api::http::StatusCode;
+    use aws_smithy_types::body::SdkBody;
+    use telemetry::metrics::{self, Metric, Mode, Value};
+
+    fn failed(code: &str) -> SdkError<GetItemError, Response> {
+        let status = StatusCode::try_from(400u16).expect("status");
+        SdkError::service_error(
+            GetItemError::generic(ErrorMetadata::builder().code(code).build()),
+            Response::new(status, SdkBody::empty()),
+        )
+    }
+
+    fn throttles(operation: &str) -> f64 {
+        metrics::installed()
+            .expect("installed")
+            .snapshot()
+            .iter()
+            .find(|s| s.metric == Metric::DynamoDbThrottles && s.labels[0] == operation)
+            .map(|s| match s.value {
+                Value::Counter(n) => n,
+                _ => 0.0,
+            })
+            .unwrap_or(0.0)
+    }
+
+    #[test]
+    fn a_call_throttled_past_the_sdks_retries_is_counted_and_no_other_failure() {
+        metrics::install(Mode::Prometheus);
+        let before = throttles("GetItem");
+        let _ = DynamoDbError::call("GetItem", failed("ValidationException"));
+        assert_eq!(throttles("GetItem"), before);
+        let _ = DynamoDbError::call("GetItem", failed("ThrottlingException"));
+        let _ = DynamoDbError::call("GetItem", failed("ProvisionedThroughputExceededException"));
+        assert_eq!(throttles("GetItem"), before + 2.0);
     }
 }

@@ -53,6 +53,12 @@ pub(super) fn spent(
         cached_input_tokens = usage.cached_input_tokens,
         "model call"
     );
+    telemetry::metrics::model_tokens(
+        model,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cached_input_tokens,
+    );
     BTreeMap::from([(
         model.to_owned(),
         TokenUsage {
@@ -144,7 +150,10 @@ impl ModelAgent {
                 return Ok(Compacted::Ready(request));
             };
             let call = compaction::request(&request, previous, &seen[..cut.turns]);
-            let reply = match self.config.models.complete(&call).await {
+            let started = telemetry::metrics::Timer::start();
+            let answer = self.config.models.complete(&call).await;
+            telemetry::metrics::model_call(&request.model.id, answer.is_ok(), started);
+            let reply = match answer {
                 Ok(reply) => reply,
                 Err(err) => return Ok(Compacted::Failed(err)),
             };

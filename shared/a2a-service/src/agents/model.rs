@@ -174,6 +174,8 @@ struct Applied {
     write: TurnWrite,
     results: Vec<ToolResult>,
     help: Option<HelpRequest>,
+    /// The codes of the calls that failed (counted once the turn is committed).
+    failures: Vec<&'static str>,
 }
 
 /// Applies a turn's calls, in order, to the task as it is now (pure: the same task and calls
@@ -195,10 +197,16 @@ fn apply_calls(
     let mut applied = Applied::default();
     for call in calls {
         let (text, failed) = match tools::intrinsics().invoke(&call.name, &call.arguments) {
-            Err(failure) => (failure.to_string(), true),
+            Err(failure) => {
+                applied.failures.push(failure.code);
+                (failure.to_string(), true)
+            }
             Ok(typed) => {
                 let outcome = tools::execute(&working, Some(actor), &typed, &env);
                 let failed = outcome.result.is_err();
+                if let Err(failure) = &outcome.result {
+                    applied.failures.push(failure.code);
+                }
                 let text = outcome.text();
                 if let Some(next) = outcome.task {
                     working = next;
@@ -280,12 +288,14 @@ impl Agent for ModelAgent {
             };
             made += 1;
             let streamed = StreamedText::new(turn, made);
+            let started = telemetry::metrics::Timer::start();
             let answer = self
                 .config
                 .models
                 .complete_streaming(&request, &streamed)
                 .await;
             streamed.finish();
+            telemetry::metrics::model_call(&request.model.id, answer.is_ok(), started);
             let reply = match answer {
                 // The estimate was short of the provider's count: compact and call again.
                 Err(ModelError::ContextOverflow(_)) if !overflowed => {
@@ -321,6 +331,7 @@ impl Agent for ModelAgent {
             let actor = turn.sender().to_owned();
             let agent_id = turn.agent_id().to_owned();
             let mut help = None;
+            let mut failures = Vec::new();
             let mut entries = Vec::new();
             let committed = turn
                 .commit_turn(|task| {
@@ -333,6 +344,7 @@ impl Agent for ModelAgent {
                         &reply.tool_calls,
                     );
                     help = applied.help;
+                    failures = applied.failures;
                     let results = Entry::turn(
                         &message_id,
                         Turn::ToolResults {
@@ -356,6 +368,9 @@ impl Agent for ModelAgent {
                 return Ok(AgentReply::text(String::new()));
             }
             transcript.committed(std::mem::take(&mut entries));
+            for code in failures {
+                telemetry::metrics::tool_error(code);
+            }
             if let Some(help) = help {
                 return Ok(AgentReply::text(help.text()).ending(TurnEnd::AwaitAnswer(help)));
             }

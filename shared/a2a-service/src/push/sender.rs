@@ -4,6 +4,7 @@
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::time::Duration;
+use telemetry::metrics::Delivery;
 
 use a2a::{StreamResponse, TaskPushNotificationConfig};
 use reqwest::StatusCode;
@@ -128,8 +129,21 @@ impl PushSender {
     /// <credentials>` when the config has `authentication`, and `X-A2A-Notification-Token`
     /// when it has a `token`. Any 2xx is success. Connection errors, timeouts, 408, 429 and
     /// 5xx are retried with exponential backoff and jitter (`Retry-After` honoured up to
-    /// `max_delay`); other 4xx end at once.
+    /// `max_delay`); other 4xx end at once. Each is counted (sent, retried, failed).
     pub async fn deliver(
+        &self,
+        config: &TaskPushNotificationConfig,
+        event: &StreamResponse,
+    ) -> Result<(), DeliveryError> {
+        let delivered = self.deliver_with_retries(config, event).await;
+        telemetry::metrics::push_delivery(match delivered {
+            Ok(()) => Delivery::Sent,
+            Err(_) => Delivery::Failed,
+        });
+        delivered
+    }
+
+    async fn deliver_with_retries(
         &self,
         config: &TaskPushNotificationConfig,
         event: &StreamResponse,
@@ -192,6 +206,7 @@ impl PushSender {
                 url = %url, attempt, failure = %failure, delay_ms = delay.as_millis() as u64,
                 "push notification attempt failed; retrying"
             );
+            telemetry::metrics::push_delivery(Delivery::Retried);
             tokio::time::sleep(delay).await;
             attempt += 1;
         }

@@ -59,6 +59,7 @@ impl Runner {
     /// over and its task's inbox drained. Returns the tasks taken over.
     pub async fn sweep(&self) -> Result<Vec<String>, StoreError> {
         let expired = self.inner.store.expired_leases(Utc::now(), 100).await?;
+        telemetry::metrics::lease_takeovers(expired.len());
         for task_id in &expired {
             tracing::info!(task_id, "a runner's lease expired; running the task again");
             self.kick(task_id);

@@ -216,6 +216,11 @@ impl Runner {
             working = self.commit(update).await?;
         }
 
+        telemetry::metrics::turn(if working.record.agent.remote_agent.is_some() {
+            "remote"
+        } else {
+            "local"
+        });
         let mut turn = TurnContext::new(self, working, item, input);
         let run = self.inner.agent.run(&mut turn);
         let reply = end.interruptible.during(run).await?;

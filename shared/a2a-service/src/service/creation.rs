@@ -191,10 +191,8 @@ impl Service {
         let task = new.applied();
         let (tell, processed) = tokio::sync::oneshot::channel();
         // A creation owes no parent a note: the store's submit, announced in `settle`.
-        let committing = self
-            .store
-            .submit(vec![Change::Create(Box::new(new))])
-            .await?;
+        let committing =
+            crate::metered::submit(&*self.store, vec![Change::Create(Box::new(new))]).await?;
         Ok(Intake::Queued {
             log: LogPosition {
                 task_id,

@@ -25,6 +25,7 @@ fn defaults() {
     assert_eq!(c.instructions, None);
     assert_eq!(c.task_token_budget, None);
     assert_eq!(c.model_retry_deadline, None);
+    assert!(!c.metrics);
     assert_eq!(c.retention, None, "kept forever unless set");
 }
 
@@ -79,6 +80,7 @@ fn malformed_values_name_their_variable() {
         ("TH_TASK_TOKEN_BUDGET", "0"),
         ("TH_TASK_TOKEN_BUDGET", "lots"),
         ("TH_MODEL_RETRY_DEADLINE_SECS", "0"),
+        ("TH_METRICS", "on"),
     ] {
         assert_eq!(read(&[(name, value)]).expect_err(name).variable, name);
     }
@@ -104,8 +106,10 @@ fn values_are_read() {
         ("TH_RATE_LIMIT", "2.5"),
         ("TH_TASK_TOKEN_BUDGET", "50000"),
         ("TH_MODEL_RETRY_DEADLINE_SECS", "7"),
+        ("TH_METRICS", "true"),
     ])
     .expect("valid");
+    assert!(c.metrics);
     assert_eq!(c.task_token_budget, Some(50_000));
     assert_eq!(c.model_retry_deadline, Some(Duration::from_secs(7)));
     assert_eq!(c.table.as_deref(), Some("t"));

@@ -242,3 +242,38 @@ async fn delivery_applies_the_policy_again() {
     assert_eq!(receiver.calls().len(), 1);
     receiver.stop().await;
 }
+
+/// The push deliveries counted under `result` so far (the registry is the process's: other
+/// tests count too, so only growth is checked).
+fn deliveries(result: &str) -> f64 {
+    use telemetry::metrics::{self, Metric, Value};
+    metrics::installed()
+        .expect("installed")
+        .snapshot()
+        .iter()
+        .find(|s| s.metric == Metric::PushDeliveries && s.labels[0] == result)
+        .map(|s| match s.value {
+            Value::Counter(n) => n,
+            _ => 0.0,
+        })
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn each_delivery_is_counted_sent_retried_or_failed() {
+    telemetry::metrics::install(telemetry::metrics::Mode::Prometheus);
+    let before = ["sent", "retried", "failed"].map(deliveries);
+    delivered_after(then_ok(2, status(500)), local_options()).await;
+    let receiver = Receiver::always(status(404)).await;
+    deliver_to(&receiver.url, local_options())
+        .await
+        .expect_err("rejected");
+    receiver.stop().await;
+    let after = ["sent", "retried", "failed"].map(deliveries);
+    assert!(after[0] > before[0], "sent: {before:?} → {after:?}");
+    assert!(
+        after[1] >= before[1] + 2.0,
+        "retried: {before:?} → {after:?}"
+    );
+    assert!(after[2] > before[2], "failed: {before:?} → {after:?}");
+}

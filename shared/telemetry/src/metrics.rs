@@ -1,1 +1,0 @@
-//! Metrics: the names recorded across the service and the recorders the hosts install.
