@@ -87,6 +87,17 @@ pub struct CountUpdate {
 }
 
 impl CountUpdate {
+    /// `delta` on `participant`'s count of `state` in the shard of `task_id`: what the
+    /// retention pass adds when it removes an index entry.
+    pub fn one(participant: &str, task_id: &str, state: &str, delta: i64) -> Self {
+        CountUpdate {
+            key: key(keys::count_pk(participant), keys::count_sk(shard(task_id))),
+            expression: "ADD #c0 :d0".to_owned(),
+            names: HashMap::from([("#c0".to_owned(), state.to_owned())]),
+            values: HashMap::from([(":d0".to_owned(), n(delta))]),
+        }
+    }
+
     pub fn transact_item(&self, table: &str) -> Result<TransactWriteItem, DynamoDbError> {
         let update = Update::builder()
             .table_name(table)
@@ -232,6 +243,17 @@ mod tests {
         let updates = deltas.updates();
         assert_eq!(updates.len(), 1, "{updates:?}");
         assert_eq!(updates[0].expression, "ADD #c0 :d0", "WORKING -1 +1 cancel");
+    }
+
+    #[test]
+    fn a_single_update_lands_where_a_commit_counted_the_task() {
+        let mut deltas = CountDeltas::default();
+        let created = rec("t-42", TaskState::Completed, &["a"]);
+        deltas.add("t-42", &ListingChange::between(None, &created), None);
+        let minus = CountUpdate::one("a", "t-42", "TASK_STATE_COMPLETED", -1);
+        assert_eq!(minus.key, deltas.updates()[0].key);
+        assert_eq!(minus.names["#c0"], "TASK_STATE_COMPLETED");
+        assert_eq!(minus.values[":d0"], n(-1));
     }
 
     #[test]

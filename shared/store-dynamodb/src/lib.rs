@@ -24,6 +24,7 @@ mod plan;
 mod push;
 mod reads;
 mod retention;
+mod retention_index;
 pub mod schema;
 mod tasks;
 mod txn;

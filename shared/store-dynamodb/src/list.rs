@@ -20,7 +20,7 @@ use crate::index::{self, Single};
 use crate::items::{self, Item, attr, key, s};
 use crate::keys::{self, PageToken};
 use crate::merge::Cursor;
-use crate::schema::{GSI1, GSI1_PK, GSI1_SK, PK, SK};
+use crate::schema::{EXPIRES, GSI1, GSI1_PK, GSI1_SK, PK, SK};
 use crate::txn::Condition;
 
 /// One call examines at most this many index entries; past them it returns the page it has
@@ -74,9 +74,12 @@ impl Scan {
             let sort_key = items::get_s(&entry, GSI1_SK)?;
             let written = PageToken::from_index_sk(sort_key).and_then(|t| keys::parse_time(&t.ts));
             if written.is_some_and(|at| Utc::now() - at > orphan_age()) {
-                // Unchanged since read: a creation retried since would have rewritten it.
-                let condition = Condition::new("#gsk = :gsk")
+                // Unchanged since read: a creation retried since would have rewritten it. An
+                // entry with `expires` is an expired task's, which TTL took: the retention
+                // pass removes it with its count (`retention_index.rs`).
+                let condition = Condition::new("#gsk = :gsk AND attribute_not_exists(#exp)")
                     .name("#gsk", GSI1_SK)
+                    .name("#exp", EXPIRES)
                     .value(":gsk", s(sort_key));
                 self.repairs.push(Single::Delete {
                     key: entry_key(&entry),

@@ -2,9 +2,11 @@
 //! eligible task gets the table's TTL attribute (`ttl`, epoch seconds; the one TTL attribute
 //! a table may have, which lease items already carry) set to the instant its retention ends,
 //! and DynamoDB deletes the items itself, without charge, usually within 48 hours of that.
+//! Its index entries get `expires` instead, and the pass deletes them with their ListTasks
+//! counts once expired (`retention_index.rs`).
 //!
 //! Nothing is added to the request path: one pass reads the table (a `Scan` that returns the
-//! task items and the items without `ttl`), marks each terminal task not yet marked as soon
+//! task items, the items without `ttl` and the index entries), marks each terminal task not yet marked as soon
 //! as it is terminal (its expiry may be in the future) unless a parent on this service still
 //! exists unmarked, and gives a child the later of its own expiry and its parent's; items
 //! written to a marked task after it was marked are marked by the next pass. An item is
@@ -25,7 +27,8 @@ use crate::calls::Kind;
 use crate::error::DynamoDbError;
 use crate::items::{Item, attr, get_s, key, n, parse_task, s};
 use crate::keys;
-use crate::schema::{PK, SK, TTL};
+use crate::retention_index::{Entry, members};
+use crate::schema::{EXPIRES, PK, SK, TTL};
 
 /// What one scan found.
 #[derive(Default)]
@@ -34,13 +37,18 @@ struct Found {
     tasks: HashMap<String, Option<i64>>,
     /// Terminal tasks not yet marked, with the version read.
     unmarked: Vec<Candidate>,
-    /// Sort keys of the items without `ttl`, per task id (task items left out).
+    /// Sort keys of the items without `ttl` (index entries: without `expires`), per task id
+    /// (task items left out).
     bare: HashMap<String, Vec<String>>,
+    /// Every index entry.
+    entries: Vec<Entry>,
+    /// Every task item's participants.
+    members: HashMap<String, HashSet<String>>,
 }
 
 #[async_trait]
 impl RetentionStore for DynamoDbStore {
-    async fn purge(&self, _now: DateTime<Utc>, keep: Duration) -> StoreResult<Purged> {
+    async fn purge(&self, now: DateTime<Utc>, keep: Duration) -> StoreResult<Purged> {
         let found = self.scan_for_retention().await?;
         let mut expiries: HashMap<String, i64> = found
             .tasks
@@ -90,6 +98,23 @@ impl RetentionStore for DynamoDbStore {
                 }
             }
         }
+        // Index entries leave with their counts once expired, whether TTL has taken the
+        // task's other items yet or not. An entry marked above expires with its task.
+        let entries: Vec<Entry> = found
+            .entries
+            .into_iter()
+            .map(|entry| Entry {
+                expiry: entry
+                    .expiry
+                    .or_else(|| expiries.get(&entry.task_id).copied()),
+                ..entry
+            })
+            .collect();
+        let removed = self
+            .remove_expired_entries(&entries, &found.members, now)
+            .await?;
+        tracing::debug!(table = %self.table, marked = expiring.len(), entries_removed = removed,
+            "retention pass done");
         Ok(Purged {
             removed: Vec::new(),
             expiring,
@@ -98,7 +123,7 @@ impl RetentionStore for DynamoDbStore {
 }
 
 impl DynamoDbStore {
-    /// One pass over the table: the task items, and every item without `ttl`.
+    /// One pass over the table: the task items, every item without `ttl`, every index entry.
     async fn scan_for_retention(&self) -> StoreResult<Found> {
         let mut found = Found::default();
         let mut start = None;
@@ -107,10 +132,13 @@ impl DynamoDbStore {
                 .client
                 .scan()
                 .table_name(&*self.table)
-                .filter_expression("#sk = :task OR attribute_not_exists(#ttl)")
+                .filter_expression(
+                    "#sk = :task OR attribute_not_exists(#ttl) OR begins_with(#sk, :entry)",
+                )
                 .expression_attribute_names("#sk", SK)
                 .expression_attribute_names("#ttl", TTL)
                 .expression_attribute_values(":task", s(keys::TASK_SK))
+                .expression_attribute_values(":entry", s(keys::PARTICIPANT_PREFIX))
                 .set_exclusive_start_key(start)
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
@@ -137,7 +165,8 @@ impl DynamoDbStore {
             .await
     }
 
-    /// Sets `ttl` on one item if it exists (and, with `version`, is at that version).
+    /// Sets `ttl` on one item if it exists (and, with `version`, is at that version); on an
+    /// index entry `expires`, which TTL leaves alone (`retention_index.rs`).
     async fn mark_item(
         &self,
         task_id: &str,
@@ -145,13 +174,18 @@ impl DynamoDbStore {
         expiry: i64,
         version: Option<u64>,
     ) -> StoreResult<bool> {
+        let attribute = if sk.starts_with(keys::PARTICIPANT_PREFIX) {
+            EXPIRES
+        } else {
+            TTL
+        };
         let mut update = self
             .client
             .update_item()
             .table_name(&*self.table)
             .set_key(Some(key(keys::task_pk(task_id), sk)))
             .update_expression("SET #ttl = :ttl")
-            .expression_attribute_names("#ttl", TTL)
+            .expression_attribute_names("#ttl", attribute)
             .expression_attribute_names("#pk", PK)
             .expression_attribute_values(":ttl", n(expiry))
             .return_consumed_capacity(ReturnConsumedCapacity::Total);
@@ -190,6 +224,16 @@ impl Found {
             Some(AttributeValue::N(text)) => text.parse::<i64>().ok(),
             _ => None,
         };
+        if let Some(entry) = Entry::of(task_id, sk, item) {
+            if entry.expiry.is_none() {
+                self.bare
+                    .entry(task_id.to_owned())
+                    .or_default()
+                    .push(sk.to_owned());
+            }
+            self.entries.push(entry);
+            return Ok(());
+        }
         if sk != keys::TASK_SK {
             if ttl.is_none() {
                 self.bare
@@ -200,6 +244,7 @@ impl Found {
             return Ok(());
         }
         self.tasks.insert(task_id.to_owned(), ttl);
+        self.members.insert(task_id.to_owned(), members(item));
         if ttl.is_none()
             && let Some(candidate) = Candidate::of(&parse_task(item)?)
         {

@@ -29,8 +29,13 @@ pub const GSI3_PK: &str = "GSI3PK";
 /// The task id: a key that no status change moves.
 pub const GSI3_SK: &str = "GSI3SK";
 
-/// The TTL attribute (epoch seconds); only lease items carry it.
+/// The TTL attribute (epoch seconds): lease items, and the items of a task whose retention
+/// has started other than its index entries.
 pub const TTL: &str = "ttl";
+
+/// The end of an index entry's retention (epoch seconds). Not the TTL attribute: the
+/// retention pass deletes the entry itself, with its count (`retention_index.rs`).
+pub const EXPIRES: &str = "expires";
 
 /// The one GSI2 partition every lease lives in.
 pub const LEASE_PARTITION: &str = "LEASE";

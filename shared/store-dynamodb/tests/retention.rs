@@ -1,6 +1,8 @@
 //! Retention on DynamoDB: the purge marks every item of an eligible task with the table's
 //! TTL attribute (DynamoDB Local keeps expired items, so the marks are what is checked), and
-//! no item of a live task, or of a finished sub-task whose parent is still live.
+//! no item of a live task, or of a finished sub-task whose parent is still live; the task's
+//! index entries get `expires` instead, and the pass deletes them with their ListTasks
+//! counts once expired.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -14,12 +16,16 @@ use store_dynamodb::DynamoDbStore;
 use task_core::extension::TaskRef;
 use task_store::contract::{TEAM, at, record, snapshot, status_event, user_message};
 use task_store::{
-    AuditEntry, Change, NewTask, PushConfigStore, RetentionStore, TaskRecord, TaskStore, TaskUpdate,
+    AuditEntry, Change, ListQuery, NewTask, PushConfigStore, RetentionStore, TaskRecord, TaskStore,
+    TaskUpdate,
 };
 
-/// PK → (SK, ttl) of every item in the table.
-async fn items(store: &DynamoDbStore) -> HashMap<String, Vec<(String, Option<i64>)>> {
-    let mut by_task: HashMap<String, Vec<(String, Option<i64>)>> = HashMap::new();
+/// An item's SK, `ttl` and `expires`.
+type Marks = (String, Option<i64>, Option<i64>);
+
+/// PK → the marks of each of its items, for every item in the table.
+async fn items(store: &DynamoDbStore) -> HashMap<String, Vec<Marks>> {
+    let mut by_task: HashMap<String, Vec<Marks>> = HashMap::new();
     let mut start = None;
     loop {
         let out = store
@@ -35,10 +41,11 @@ async fn items(store: &DynamoDbStore) -> HashMap<String, Vec<(String, Option<i64
                 Some(AttributeValue::S(s) | AttributeValue::N(s)) => Some(s.clone()),
                 _ => None,
             };
-            by_task
-                .entry(text("PK").unwrap())
-                .or_default()
-                .push((text("SK").unwrap(), text("ttl").map(|t| t.parse().unwrap())));
+            by_task.entry(text("PK").unwrap()).or_default().push((
+                text("SK").unwrap(),
+                text("ttl").map(|t| t.parse().unwrap()),
+                text("expires").map(|t| t.parse().unwrap()),
+            ));
         }
         match out.last_evaluated_key {
             Some(key) if !key.is_empty() => start = Some(key),
@@ -129,19 +136,123 @@ async fn every_item_of_an_eligible_task_is_marked_and_no_item_of_a_live_one() {
 
     let table = items(&store).await;
     let done = &table["TASK#done"];
-    // Task, 2 events, history, message id, audit, push config and its 2 counters, 3 index
-    // entries.
-    assert!(done.len() >= 10, "{done:?}");
+    // Task, 2 events, history, message id, audit, push config and its 2 counters; its 3
+    // index entries, expired, are gone.
+    assert!(done.len() >= 7, "{done:?}");
     eprintln!("items of the finished task marked: {}", done.len());
-    for (sk, ttl) in done {
+    for (sk, ttl, _) in done {
+        assert!(
+            !sk.starts_with("PART#"),
+            "{sk} of the finished task is deleted"
+        );
         assert_eq!(*ttl, Some(expiry), "{sk} of the finished task is marked");
     }
     for task in ["TASK#live", "TASK#p", "TASK#p.1"] {
-        for (sk, ttl) in &table[task] {
-            assert_eq!(*ttl, None, "{task} {sk} is not marked");
+        for (sk, ttl, expires) in &table[task] {
+            assert_eq!((*ttl, *expires), (None, None), "{task} {sk} is not marked");
         }
     }
     // A second pass has nothing more to mark.
     let again = store.purge(now, keep).await.expect("purge");
     assert!(again.expiring.is_empty(), "{again:?}");
+}
+
+/// `who`'s ListTasks `total_size`, and that of its completed tasks.
+async fn totals(store: &DynamoDbStore, who: &str) -> (usize, usize) {
+    let mut query = ListQuery {
+        page_size: 10,
+        ..Default::default()
+    };
+    let all = store.list(who, &query).await.expect("list").total_size;
+    query.state = Some(TaskState::Completed);
+    let of_state = store.list(who, &query).await.expect("list").total_size;
+    (all, of_state)
+}
+
+#[tokio::test]
+async fn an_expired_tasks_index_entries_leave_with_their_counts() {
+    let (store, _guard) = common::fresh_table().await;
+    let store = store.without_listing_for("agent");
+    create(
+        &store,
+        record("done", "ctx", TEAM, TaskState::Completed, at(0)),
+    )
+    .await;
+    create(
+        &store,
+        record("live", "ctx", TEAM, TaskState::Working, at(0)),
+    )
+    .await;
+    for who in ["alice", "ops"] {
+        assert_eq!(totals(&store, who).await, (2, 1), "{who}");
+    }
+    let keep = Duration::days(1);
+    let expiry = (at(0) + keep).timestamp();
+
+    // Marked, not yet expired: the entries carry `expires`, which TTL ignores, and count on.
+    let purged = store
+        .purge(at(0) + Duration::hours(1), keep)
+        .await
+        .expect("purge");
+    assert_eq!(purged.expiring.len(), 1, "{purged:?}");
+    let table = items(&store).await;
+    let done = &table["TASK#done"];
+    let entries: Vec<&Marks> = done.iter().filter(|m| m.0.starts_with("PART#")).collect();
+    assert_eq!(entries.len(), 2, "alice and ops, not the agent: {done:?}");
+    for (sk, ttl, expires) in done {
+        let expected = if sk.starts_with("PART#") {
+            (None, Some(expiry))
+        } else {
+            (Some(expiry), None)
+        };
+        assert_eq!((*ttl, *expires), expected, "{sk}");
+    }
+    assert_eq!(totals(&store, "alice").await, (2, 1));
+
+    // TTL takes the task's other items first; a list that meets the entries leaves them to
+    // the pass rather than deleting them without their counts.
+    for (sk, _, _) in done.iter().filter(|m| !m.0.starts_with("PART#")) {
+        store
+            .client()
+            .delete_item()
+            .table_name(store.table_name())
+            .key("PK", AttributeValue::S("TASK#done".into()))
+            .key("SK", AttributeValue::S(sk.clone()))
+            .send()
+            .await
+            .expect("delete");
+    }
+    assert_eq!(totals(&store, "alice").await, (2, 1));
+
+    // Past the expiry: the entries go, each with its count.
+    let now = at(0) + Duration::days(2);
+    store.purge(now, keep).await.expect("purge");
+    for who in ["alice", "ops"] {
+        assert_eq!(totals(&store, who).await, (1, 0), "{who}");
+    }
+    let table = items(&store).await;
+    assert!(
+        !table.contains_key("TASK#done"),
+        "{:?}",
+        table.get("TASK#done")
+    );
+    let live: Vec<&str> = table["TASK#live"].iter().map(|m| m.0.as_str()).collect();
+    assert!(
+        live.contains(&"PART#alice") && live.contains(&"PART#ops"),
+        "{live:?}"
+    );
+    assert!(
+        !table.contains_key("COUNT#agent"),
+        "the agent has no counts"
+    );
+
+    // Once only: another pass takes nothing more.
+    store.purge(now, keep).await.expect("purge");
+    assert_eq!(totals(&store, "alice").await, (1, 0));
+    let page = ListQuery {
+        page_size: 10,
+        ..Default::default()
+    };
+    let listed = store.list("alice", &page).await.expect("list").tasks;
+    assert_eq!(listed.len(), 1, "live");
 }
