@@ -12,17 +12,50 @@ use crate::http::{self, App};
 use crate::notifier::Notifier;
 use crate::{authorizer, calls, runner, service};
 
-/// JSON logs for CloudWatch (one object per line; `RUST_LOG` filters, default `info`).
+/// JSON logs for CloudWatch (one object per line; `RUST_LOG` filters, default `info`), and
+/// the spans as X-Ray subsegments when Lambda runs the X-Ray daemon (active tracing).
 pub fn init_tracing() {
-    tracing_subscriber::fmt()
-        .json()
-        .with_current_span(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+    if let Err(error) =
+        assembly::traces::install_tracing(&CloudWatchJson, &assembly::traces::function_export())
+    {
+        // Spans are not worth failing the function for: logs only.
+        tracing_subscriber::fmt()
+            .json()
+            .with_current_span(false)
+            .with_ansi(false)
+            .without_time()
+            .init();
+        tracing::warn!(%error, "spans are not exported");
+    }
+}
+
+/// The functions' log lines: JSON on stdout, without a time (CloudWatch stamps every line).
+struct CloudWatchJson;
+
+impl telemetry::traces::Logs for CloudWatchJson {
+    fn layer<S>(&self) -> Box<dyn tracing_subscriber::Layer<S> + Send + Sync>
+    where
+        S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a> + Send + Sync,
+    {
+        Box::new(
+            tracing_subscriber::fmt::layer()
+                .json()
+                .with_current_span(false)
+                .with_ansi(false)
+                .without_time(),
         )
-        .with_ansi(false)
-        .without_time() // CloudWatch stamps every line
-        .init();
+    }
+}
+
+/// The trace an invocation's spans belong to: its X-Ray trace (`xray_trace_id`, as in
+/// `_X_AMZN_TRACE_ID`) when X-Ray sampled it; `None` otherwise, and the request's own W3C
+/// context (or the one a run request carries) is used instead.
+pub(crate) fn invocation_trace(
+    xray_trace_id: Option<&str>,
+) -> Option<telemetry::traces::TraceContext> {
+    xray_trace_id
+        .and_then(telemetry::traces::TraceContext::from_xray)
+        .filter(|context| context.sampled)
 }
 
 /// The SDK configuration (one for every client) and the store on the table.
@@ -73,7 +106,11 @@ pub async fn run_notifier() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<aws_lambda_events::event::dynamodb::Event>| {
             let notifier = Arc::clone(&notifier);
-            async move { Ok::<_, lambda_runtime::Error>(notifier.handle(&event.payload).await) }
+            let trace = invocation_trace(event.context.xray_trace_id.as_deref());
+            async move {
+                let handled = telemetry::traces::scope(trace, notifier.handle(&event.payload));
+                Ok::<_, lambda_runtime::Error>(handled.await)
+            }
         },
     ))
     .await
@@ -101,7 +138,8 @@ where
     init_tracing();
     let service = Arc::new(background_service().await?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<A>| {
-        handle(Arc::clone(&service), event.payload)
+        let trace = invocation_trace(event.context.xray_trace_id.as_deref());
+        telemetry::traces::scope(trace, handle(Arc::clone(&service), event.payload))
     }))
     .await
 }

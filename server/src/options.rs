@@ -125,6 +125,10 @@ pub struct Options {
     /// worth, at least 1).
     #[arg(long, env = names::RATE_LIMIT_BURST)]
     pub rate_limit_burst: Option<String>,
+    /// Export spans (requests, turns, model, tool and store calls) to this OTLP/HTTP
+    /// collector, e.g. http://127.0.0.1:4318 (`/v1/traces` is added). Off by default.
+    #[arg(long, env = names::OTLP_ENDPOINT)]
+    pub otlp_endpoint: Option<String>,
 }
 
 impl Options {
@@ -157,6 +161,7 @@ impl Options {
             names::MODEL_RETRY_DEADLINE_SECS => self.model_retry_deadline_secs.clone(),
             names::RATE_LIMIT => self.rate_limit.clone(),
             names::RATE_LIMIT_BURST => self.rate_limit_burst.clone(),
+            names::OTLP_ENDPOINT => self.otlp_endpoint.clone(),
             _ => None,
         };
         value.filter(|v| !v.trim().is_empty())

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 use serde::Serialize;
 use serde_json::value::RawValue;
+use tracing::Instrument as _;
 
 use crate::Caller;
 use crate::body::Body;
@@ -149,29 +150,57 @@ pub(crate) enum Outcome {
 /// Both bindings' step once the method is known: the [`preflight`], then the binding's `call`
 /// with the request context. Any error is answered in the binding's framing (`error_reply`);
 /// every answer echoes the activated extensions.
+///
+/// The request's span (`a2a.request`) starts here, its parent the W3C trace context of the
+/// request (`traceparent`), unless the host already set one (a Lambda function: the
+/// invocation's X-Ray trace).
 pub(crate) async fn preflight_and_call(
     api: &dyn A2aApi,
     method: Method,
+    binding: &'static str,
     req: &Request<Bytes>,
     caller: &Caller,
     error_reply: impl Fn(&ProtocolError) -> Response<Body>,
     call: impl AsyncFnOnce(&RequestContext) -> Result<Response<Body>, ProtocolError>,
 ) -> Response<Body> {
-    let ctx = match preflight(
-        api.agent_card(),
-        method,
-        req.headers(),
-        req.uri().query(),
-        caller,
-    ) {
-        Ok(ctx) => ctx,
-        Err(err) => return error_reply(&err),
+    let span = tracing::debug_span!(
+        "a2a.request",
+        a2a.method = method.jsonrpc_name(),
+        a2a.binding = binding,
+        a2a.outcome = tracing::field::Empty,
+        a2a.error = tracing::field::Empty,
+    );
+    let incoming = match telemetry::traces::current() {
+        Some(_) => None,
+        None => headers::trace_context(req.headers()),
     };
-    let resp = match call(&ctx).await {
-        Ok(resp) => resp,
-        Err(err) => error_reply(&err),
-    };
-    reply::with_extensions(resp, &ctx.extensions)
+    let answer = telemetry::traces::scope(incoming, async {
+        telemetry::traces::adopt(&span);
+        let failed = |err: &ProtocolError| {
+            span.record("a2a.outcome", "error");
+            span.record("a2a.error", tracing::field::debug(err.kind));
+            error_reply(err)
+        };
+        let ctx = match preflight(
+            api.agent_card(),
+            method,
+            req.headers(),
+            req.uri().query(),
+            caller,
+        ) {
+            Ok(ctx) => ctx,
+            Err(err) => return failed(&err),
+        };
+        let resp = match call(&ctx).instrument(span.clone()).await {
+            Ok(resp) => {
+                span.record("a2a.outcome", "ok");
+                resp
+            }
+            Err(err) => failed(&err),
+        };
+        reply::with_extensions(resp, &ctx.extensions)
+    });
+    answer.await
 }
 
 /// The checks every A2A method gets before its parameters are read: `A2A-Version`,

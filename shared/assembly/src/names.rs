@@ -43,6 +43,9 @@ pub const LEASE_TTL_SECS: &str = "TH_LEASE_TTL_SECS";
 pub const RATE_LIMIT: &str = "TH_RATE_LIMIT";
 /// Requests a caller may send at once (`--rate-limit-burst`).
 pub const RATE_LIMIT_BURST: &str = "TH_RATE_LIMIT_BURST";
+/// The OTLP/HTTP collector spans are exported to (`--otlp-endpoint`; the local server's: the
+/// functions export to X-Ray).
+pub const OTLP_ENDPOINT: &str = "TH_OTLP_ENDPOINT";
 
 /// The functions only: `none` or `authorizer`.
 pub const AUTH_MODE: &str = "TH_AUTH_MODE";
@@ -57,7 +60,7 @@ pub const JWT_JWKS_URL: &str = "TH_JWT_JWKS_URL";
 pub const JWT_ALGORITHMS: &str = "TH_JWT_ALGORITHMS";
 
 /// The local server's flag for each shared setting (for error messages).
-const FLAGS: [(&str, &str); 19] = [
+const FLAGS: [(&str, &str); 20] = [
     (BASE_URL, "--base-url"),
     (TABLE, "--table"),
     (DEFAULT_PARTICIPANT, "--default-participant"),
@@ -77,6 +80,7 @@ const FLAGS: [(&str, &str); 19] = [
     (LEASE_TTL_SECS, "--lease-ttl-secs"),
     (RATE_LIMIT, "--rate-limit"),
     (RATE_LIMIT_BURST, "--rate-limit-burst"),
+    (OTLP_ENDPOINT, "--otlp-endpoint"),
 ];
 
 /// The local server's flag for the variable `name`, if it has one.

@@ -90,6 +90,9 @@ pub struct Settings {
     /// `TH_RATE_LIMIT` (requests per second per caller) and `TH_RATE_LIMIT_BURST` (default:
     /// one second's worth): a limit each process applies on its own (default none).
     pub rate_limit: Option<RateLimit>,
+    /// `TH_OTLP_ENDPOINT`: the OTLP/HTTP collector the local server exports its spans to, an
+    /// http(s) URL (default none: no spans recorded).
+    pub otlp_endpoint: Option<String>,
 }
 
 /// A configuration read by name from a lookup: the environment, the local server's flags, or
@@ -120,6 +123,12 @@ impl FromLookup for Settings {
             && !(url.starts_with("https://") || url.starts_with("http://"))
         {
             return Err(invalid(names::BASE_URL, "must be an http(s) URL"));
+        }
+        let otlp_endpoint = lookup(names::OTLP_ENDPOINT);
+        if let Some(url) = &otlp_endpoint
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            return Err(invalid(names::OTLP_ENDPOINT, "must be an http(s) URL"));
         }
         let allow_private_webhooks = one_of(
             &lookup,
@@ -164,6 +173,7 @@ impl FromLookup for Settings {
             model_retry_deadline,
             lease_ttl,
             rate_limit: rate_limit(&lookup)?,
+            otlp_endpoint,
         })
     }
 }
