@@ -72,7 +72,9 @@ async fn the_callers_trace_reaches_the_webhook_and_the_remote_agent() {
     // server's; the turn it ran and its store calls are under it.
     let spans = collector
         .until("the remote's request, turn and store spans", |spans| {
-            spans.iter().any(|s| s.name == "a2a.turn" && s.trace_id == TRACE_ID)
+            spans
+                .iter()
+                .any(|s| s.name == "a2a.turn" && s.trace_id == TRACE_ID)
                 && spans.iter().any(|s| s.name == "store.call")
         })
         .await;

@@ -2,10 +2,8 @@
 //! configured (OTLP locally, X-Ray in the functions).
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::{Protocol, WithExportConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use tracing::Subscriber;
@@ -31,7 +29,8 @@ const TRACED_CRATES: [&str; 8] = [
 ];
 
 /// How long one OTLP export may take before it is given up.
-const OTLP_TIMEOUT: Duration = Duration::from_secs(10);
+#[cfg(feature = "otlp")]
+const OTLP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Where the spans go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,21 +108,7 @@ fn provider(export: &Export, service: &str) -> Result<Option<SdkTracerProvider>,
         .with_sampler(sampler);
     Ok(Some(match export {
         Export::Off => return Ok(None),
-        Export::Otlp(endpoint) => {
-            let endpoint = if endpoint.trim_end_matches('/').ends_with("/v1/traces") {
-                endpoint.clone()
-            } else {
-                format!("{}/v1/traces", endpoint.trim_end_matches('/'))
-            };
-            let exporter = opentelemetry_otlp::SpanExporter::builder()
-                .with_http()
-                .with_protocol(Protocol::HttpBinary)
-                .with_endpoint(endpoint)
-                .with_timeout(OTLP_TIMEOUT)
-                .build()
-                .map_err(|e| TracingError::Otlp(e.to_string()))?;
-            builder.with_batch_exporter(exporter).build()
-        }
+        Export::Otlp(endpoint) => builder.with_batch_exporter(otlp(endpoint)?).build(),
         Export::Xray(daemon) => {
             let exporter = XrayExporter::new(*daemon).map_err(TracingError::Xray)?;
             builder
@@ -132,6 +117,30 @@ fn provider(export: &Export, service: &str) -> Result<Option<SdkTracerProvider>,
                 .build()
         }
     }))
+}
+
+/// The OTLP/HTTP (protobuf) exporter to the collector at `endpoint`.
+#[cfg(feature = "otlp")]
+fn otlp(endpoint: &str) -> Result<opentelemetry_otlp::SpanExporter, TracingError> {
+    use opentelemetry_otlp::{Protocol, WithExportConfig as _};
+    let endpoint = if endpoint.trim_end_matches('/').ends_with("/v1/traces") {
+        endpoint.to_owned()
+    } else {
+        format!("{}/v1/traces", endpoint.trim_end_matches('/'))
+    };
+    opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(endpoint)
+        .with_timeout(OTLP_TIMEOUT)
+        .build()
+        .map_err(|e| TracingError::Otlp(e.to_string()))
+}
+
+/// Without the `otlp` feature (the functions) there is no OTLP exporter.
+#[cfg(not(feature = "otlp"))]
+fn otlp(_endpoint: &str) -> Result<XrayExporter, TracingError> {
+    Err(TracingError::Otlp("not built into this binary".to_owned()))
 }
 
 /// The hosts' log layer, made for whichever subscriber it ends up in.
