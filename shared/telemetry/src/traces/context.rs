@@ -183,27 +183,22 @@ pub fn carry<F: Future>(work: F) -> impl Future<Output = F::Output> {
 /// Where we are in a trace: the current span's context when spans are recorded, else the
 /// context carried in from the request (or `None`).
 pub fn current() -> Option<TraceContext> {
-    let span = tracing::Span::current();
-    if !span.is_disabled() {
-        let context = span.context();
-        if let Some(ours) = TraceContext::from_otel(&context.span().span_context()) {
-            return Some(ours);
-        }
-    }
-    CURRENT.try_with(Clone::clone).ok()
+    recorded().or_else(|| CURRENT.try_with(Clone::clone).ok())
 }
 
 /// The context an outgoing call (to a remote agent, a webhook) sends: the current span's,
 /// or the carried one under a new span id; `None` outside any trace.
 pub fn outgoing() -> Option<TraceContext> {
+    recorded().or_else(|| CURRENT.try_with(TraceContext::child).ok())
+}
+
+/// The current span's context, when the OpenTelemetry layer records it.
+fn recorded() -> Option<TraceContext> {
     let span = tracing::Span::current();
-    if !span.is_disabled() {
-        let context = span.context();
-        if let Some(ours) = TraceContext::from_otel(&context.span().span_context()) {
-            return Some(ours);
-        }
+    if span.is_disabled() {
+        return None;
     }
-    CURRENT.try_with(TraceContext::child).ok()
+    TraceContext::from_otel(span.context().span().span_context())
 }
 
 /// Makes the carried context (if any) the parent of `span`, a span that starts a piece of
