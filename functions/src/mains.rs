@@ -187,3 +187,25 @@ pub async fn run_authorizer() -> Result<(), lambda_runtime::Error> {
     ))
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::invocation_trace;
+
+    /// An invocation's spans join its X-Ray trace only when X-Ray sampled it.
+    #[test]
+    fn the_invocations_trace_is_its_sampled_x_ray_trace() {
+        let sampled = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+        let context = invocation_trace(Some(sampled)).expect("sampled");
+        assert_eq!(context.trace_id_hex(), "5759e988bd862e3fe1be46a994272793");
+        assert_eq!(
+            context.traceparent(),
+            "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"
+        );
+        assert_eq!(
+            invocation_trace(Some(&sampled.replace("Sampled=1", "Sampled=0"))),
+            None
+        );
+        assert_eq!(invocation_trace(None), None);
+    }
+}
