@@ -97,6 +97,13 @@ impl App {
         let end_at = request
             .lambda_context_ref()
             .and_then(|ctx| stream_end(ctx.deadline, self.stream_end_margin));
+        // The invocation's X-Ray trace, when sampled, is the request span's parent (else the
+        // request's own `traceparent`, read by the bindings).
+        let trace = crate::mains::invocation_trace(
+            request
+                .lambda_context_ref()
+                .and_then(|ctx| ctx.xray_trace_id.as_deref()),
+        );
         let stage = stage_of(request.request_context_ref());
         let (mut parts, body) = request.into_parts();
         if let Some(uri) = stage.and_then(|stage| without_stage(&parts.uri, &stage)) {
@@ -109,7 +116,11 @@ impl App {
             _ => Bytes::new(),
         };
         let request = http::Request::from_parts(parts, body);
-        let response = a2a_http::handle(&self.service, &self.http, request, caller).await;
+        let response = telemetry::traces::scope(
+            trace,
+            a2a_http::handle(&self.service, &self.http, request, caller),
+        )
+        .await;
         response.map(|body| match body {
             Body::Stream(events) => Body::Stream(bounded(events, end_at)),
             full => full,

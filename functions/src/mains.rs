@@ -13,17 +13,50 @@ use crate::http::{self, App};
 use crate::notifier::Notifier;
 use crate::{authorizer, calls, retention, runner, service};
 
-/// JSON logs for CloudWatch (one object per line; `RUST_LOG` filters, default `info`).
+/// JSON logs for CloudWatch (one object per line; `RUST_LOG` filters, default `info`), and
+/// the spans as X-Ray subsegments when Lambda runs the X-Ray daemon (active tracing).
 pub fn init_tracing() {
-    tracing_subscriber::fmt()
-        .json()
-        .with_current_span(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+    if let Err(error) =
+        assembly::traces::install_tracing(&CloudWatchJson, &assembly::traces::function_export())
+    {
+        // Spans are not worth failing the function for: logs only.
+        tracing_subscriber::fmt()
+            .json()
+            .with_current_span(false)
+            .with_ansi(false)
+            .without_time()
+            .init();
+        tracing::warn!(%error, "spans are not exported");
+    }
+}
+
+/// The functions' log lines: JSON on stdout, without a time (CloudWatch stamps every line).
+struct CloudWatchJson;
+
+impl telemetry::traces::Logs for CloudWatchJson {
+    fn layer<S>(&self) -> Box<dyn tracing_subscriber::Layer<S> + Send + Sync>
+    where
+        S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a> + Send + Sync,
+    {
+        Box::new(
+            tracing_subscriber::fmt::layer()
+                .json()
+                .with_current_span(false)
+                .with_ansi(false)
+                .without_time(),
         )
-        .with_ansi(false)
-        .without_time() // CloudWatch stamps every line
-        .init();
+    }
+}
+
+/// The trace an invocation's spans belong to: its X-Ray trace (`xray_trace_id`, as in
+/// `_X_AMZN_TRACE_ID`) when X-Ray sampled it; `None` otherwise, and the request's own W3C
+/// context (or the one a run request carries) is used instead.
+pub(crate) fn invocation_trace(
+    xray_trace_id: Option<&str>,
+) -> Option<telemetry::traces::TraceContext> {
+    xray_trace_id
+        .and_then(telemetry::traces::TraceContext::from_xray)
+        .filter(|context| context.sampled)
 }
 
 /// The SDK configuration (one for every client) and the store on the table.
@@ -81,8 +114,10 @@ pub async fn run_notifier() -> Result<(), lambda_runtime::Error> {
         move |event: LambdaEvent<aws_lambda_events::event::dynamodb::Event>| {
             let notifier = Arc::clone(&notifier);
             let emf = Arc::clone(&emf);
+            let trace = invocation_trace(event.context.xray_trace_id.as_deref());
             async move {
-                let failures = emf.around(notifier.handle(&event.payload)).await;
+                let handled = telemetry::traces::scope(trace, notifier.handle(&event.payload));
+                let failures = emf.around(handled).await;
                 Ok::<_, lambda_runtime::Error>(failures)
             }
         },
@@ -115,7 +150,8 @@ where
     let emf = Emf::install(&config.metrics_namespace);
     let service = Arc::new(background_service(&config).await?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<A>| {
-        let handled = handle(Arc::clone(&service), event.payload);
+        let trace = invocation_trace(event.context.xray_trace_id.as_deref());
+        let handled = telemetry::traces::scope(trace, handle(Arc::clone(&service), event.payload));
         let emf = Arc::clone(&emf);
         async move { emf.around(handled).await }
     }))
@@ -181,4 +217,26 @@ pub async fn run_authorizer() -> Result<(), lambda_runtime::Error> {
         },
     ))
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::invocation_trace;
+
+    /// An invocation's spans join its X-Ray trace only when X-Ray sampled it.
+    #[test]
+    fn the_invocations_trace_is_its_sampled_x_ray_trace() {
+        let sampled = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+        let context = invocation_trace(Some(sampled)).expect("sampled");
+        assert_eq!(context.trace_id_hex(), "5759e988bd862e3fe1be46a994272793");
+        assert_eq!(
+            context.traceparent(),
+            "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"
+        );
+        assert_eq!(
+            invocation_trace(Some(&sampled.replace("Sampled=1", "Sampled=0"))),
+            None
+        );
+        assert_eq!(invocation_trace(None), None);
+    }
 }

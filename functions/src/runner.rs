@@ -20,6 +20,10 @@ pub struct RunRequest {
     /// The lease the dispatcher held (`None`: the runner takes it).
     #[serde(default)]
     pub lease: Option<Lease>,
+    /// The W3C `traceparent` of the request that queued the run: its trace goes on in the
+    /// runner when the invocation's own X-Ray trace is not sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// What a `runner` invocation reports (in its logs and its result).
@@ -53,6 +57,7 @@ impl RunDispatcher for LambdaDispatcher {
         let payload = serde_json::to_vec(&RunRequest {
             task_id: task_id.to_owned(),
             lease,
+            traceparent: telemetry::traces::current().map(|c| c.traceparent()),
         })
         .map_err(|e| e.to_string())?;
         self.client
@@ -71,8 +76,18 @@ impl RunDispatcher for LambdaDispatcher {
 /// for every run that started, its sub-tasks' included.
 pub async fn run_task(runner: &Runner, request: RunRequest) -> RunReport {
     tracing::info!(task_id = %request.task_id, handed_lease = request.lease.is_some(), "run");
-    runner.run_with(&request.task_id, request.lease).await;
-    runner.settle().await;
+    let carried = match telemetry::traces::current() {
+        Some(_) => None,
+        None => request
+            .traceparent
+            .as_deref()
+            .and_then(|parent| telemetry::traces::TraceContext::from_w3c(parent, None)),
+    };
+    telemetry::traces::scope(carried, async {
+        runner.run_with(&request.task_id, request.lease).await;
+        runner.settle().await;
+    })
+    .await;
     RunReport {
         task_id: request.task_id,
     }
@@ -120,6 +135,7 @@ mod tests {
         let with = RunRequest {
             task_id: "t1".into(),
             lease: Some(lease),
+            traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
         };
         let text = serde_json::to_string(&with).expect("serializes");
         assert_eq!(
@@ -128,5 +144,6 @@ mod tests {
         );
         let bare: RunRequest = serde_json::from_str(r#"{"task_id":"t2"}"#).expect("parses");
         assert_eq!(bare.lease, None);
+        assert_eq!(bare.traceparent, None);
     }
 }

@@ -32,6 +32,7 @@ impl RunDispatcher for Handed {
         self.runs.lock().unwrap().push(RunRequest {
             task_id: task_id.to_owned(),
             lease,
+            traceparent: None,
         });
         Ok(())
     }

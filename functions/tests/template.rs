@@ -745,3 +745,28 @@ fn the_local_stream_poller_reads_the_notifiers_mapping_as_deployed() {
     });
     assert_eq!(read, expected);
 }
+
+/// X-Ray active tracing on every function (Globals, not overridden) and on the API's stage:
+/// the functions export their spans to the daemon only when Lambda runs it.
+#[test]
+fn the_functions_and_the_api_stage_are_traced_with_x_ray() {
+    let template = template();
+    assert_eq!(
+        template["Globals"]["Function"]["Tracing"].as_str(),
+        Some("Active")
+    );
+    let resources = template["Resources"].as_mapping().expect("resources");
+    for (name, resource) in resources {
+        if resource["Type"] == "AWS::Serverless::Function" {
+            let own = &resource["Properties"]["Tracing"];
+            assert!(
+                own.is_null() || own.as_str() == Some("Active"),
+                "{name:?} turns tracing off"
+            );
+        }
+    }
+    assert_eq!(
+        template["Resources"]["Api"]["Properties"]["TracingEnabled"].as_bool(),
+        Some(true)
+    );
+}

@@ -17,20 +17,17 @@ async fn main() -> anyhow::Result<()> {
     local_server::allocator::keep_freed_memory_longer();
     let options = Options::parse();
     // A setting the assembly refuses is a usage error (exit 2), like a flag clap refuses.
-    if let Err(error) = options.settings() {
-        Options::command()
+    let settings = match options.settings() {
+        Ok(settings) => settings,
+        Err(error) => Options::command()
             .error(ErrorKind::ValueValidation, format!("{error:#}"))
-            .exit();
-    }
-    // Structured logs: one JSON object per line on stderr (RUST_LOG filters, default info).
-    tracing_subscriber::fmt()
-        .json()
-        .with_current_span(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+            .exit(),
+    };
+    // Structured logs: one JSON object per line on stderr (RUST_LOG filters, default info);
+    // spans exported over OTLP when --otlp-endpoint is set.
+    let tracing =
+        assembly::traces::install_tracing(&StderrJson, &assembly::traces::local_export(&settings))
+            .context("setting up the trace exporter")?;
     let server = Server::start(options)
         .await
         .context("starting the server")?;
@@ -39,7 +36,28 @@ async fn main() -> anyhow::Result<()> {
     shutdown_signal().await?;
     tracing::info!("shutting down: finishing open requests and push deliveries");
     server.shutdown().await;
+    // The spans still batched go out before the process ends.
+    tokio::task::spawn_blocking(move || tracing.shutdown())
+        .await
+        .context("flushing the spans")?;
     Ok(())
+}
+
+/// The server's log lines: JSON on stderr.
+struct StderrJson;
+
+impl telemetry::traces::Logs for StderrJson {
+    fn layer<S>(&self) -> Box<dyn tracing_subscriber::Layer<S> + Send + Sync>
+    where
+        S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a> + Send + Sync,
+    {
+        Box::new(
+            tracing_subscriber::fmt::layer()
+                .json()
+                .with_current_span(false)
+                .with_writer(std::io::stderr),
+        )
+    }
 }
 
 /// Ctrl-C (SIGINT) or SIGTERM (what process managers and `kill` send).

@@ -133,6 +133,10 @@ pub struct Options {
     /// default: recording then costs nothing.
     #[arg(long, env = names::METRICS)]
     pub metrics: bool,
+    /// Export spans (requests, turns, model, tool and store calls) to this OTLP/HTTP
+    /// collector, e.g. http://127.0.0.1:4318 (`/v1/traces` is added). Off by default.
+    #[arg(long, env = names::OTLP_ENDPOINT)]
+    pub otlp_endpoint: Option<String>,
 }
 
 impl Options {
@@ -167,6 +171,7 @@ impl Options {
             names::RATE_LIMIT_BURST => self.rate_limit_burst.clone(),
             names::RETENTION_DAYS => self.retention_days.clone(),
             names::METRICS => self.metrics.then(|| "true".into()),
+            names::OTLP_ENDPOINT => self.otlp_endpoint.clone(),
             _ => None,
         };
         value.filter(|v| !v.trim().is_empty())

@@ -147,6 +147,16 @@ pub(crate) fn participant_header(headers: &HeaderMap) -> Result<Option<String>, 
     }
 }
 
+/// The W3C trace context of the request (`traceparent`, `tracestate`), if it carries a
+/// well-formed one.
+pub(crate) fn trace_context(headers: &HeaderMap) -> Option<telemetry::traces::TraceContext> {
+    let parent = headers.get(telemetry::traces::TRACEPARENT)?.to_str().ok()?;
+    let state = headers
+        .get(telemetry::traces::TRACESTATE)
+        .and_then(|v| v.to_str().ok());
+    telemetry::traces::TraceContext::from_w3c(parent, state)
+}
+
 /// The request's `Content-Type` header as sent (for error messages).
 pub(crate) fn content_type(headers: &HeaderMap) -> Option<String> {
     headers

@@ -121,9 +121,15 @@ pub(crate) async fn handle(
         return reply::rpc_error(id, &err);
     };
     let error_reply = |err: &ProtocolError| reply::rpc_error(id.clone(), err);
-    ops::preflight_and_call(api, method, &req, caller, error_reply, async |ctx| {
-        call(api, config, ctx, method, &params, id.clone()).await
-    })
+    ops::preflight_and_call(
+        api,
+        method,
+        "jsonrpc",
+        &req,
+        caller,
+        error_reply,
+        async |ctx| call(api, config, ctx, method, &params, id.clone()).await,
+    )
     .await
 }
 

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 use serde::Serialize;
 use serde_json::value::RawValue;
+use tracing::Instrument as _;
 
 use crate::Caller;
 use crate::body::Body;
@@ -150,35 +151,60 @@ pub(crate) enum Outcome {
 /// with the request context. Any error is answered in the binding's framing (`error_reply`);
 /// every answer echoes the activated extensions. Each call is counted and timed by method and
 /// outcome (a stream: to its first byte).
+///
+/// The request's span (`a2a.request`) starts here, its parent the W3C trace context of the
+/// request (`traceparent`), unless the host already set one (a Lambda function: the
+/// invocation's X-Ray trace).
 pub(crate) async fn preflight_and_call(
     api: &dyn A2aApi,
     method: Method,
+    binding: &'static str,
     req: &Request<Bytes>,
     caller: &Caller,
     error_reply: impl Fn(&ProtocolError) -> Response<Body>,
     call: impl AsyncFnOnce(&RequestContext) -> Result<Response<Body>, ProtocolError>,
 ) -> Response<Body> {
     let started = telemetry::metrics::Timer::start();
-    // The status the error table gives, also in JSON-RPC (whose errors travel in a 200).
-    let (resp, status) = match preflight(
-        api.agent_card(),
-        method,
-        req.headers(),
-        req.uri().query(),
-        caller,
-    ) {
-        Err(err) => (error_reply(&err), err.http_status()),
-        Ok(ctx) => {
-            let (resp, status) = match call(&ctx).await {
-                Ok(resp) => {
-                    let status = resp.status();
-                    (resp, status)
-                }
-                Err(err) => (error_reply(&err), err.http_status()),
-            };
-            (reply::with_extensions(resp, &ctx.extensions), status)
-        }
+    let span = tracing::debug_span!(
+        "a2a.request",
+        a2a.method = method.jsonrpc_name(),
+        a2a.binding = binding,
+        a2a.outcome = tracing::field::Empty,
+        a2a.error = tracing::field::Empty,
+    );
+    let incoming = match telemetry::traces::current() {
+        Some(_) => None,
+        None => headers::trace_context(req.headers()),
     };
+    let answer = telemetry::traces::scope(incoming, async {
+        telemetry::traces::adopt(&span);
+        // The status the error table gives, also in JSON-RPC (whose errors travel in a 200).
+        let failed = |err: &ProtocolError| {
+            span.record("a2a.outcome", "error");
+            span.record("a2a.error", tracing::field::debug(err.kind));
+            (error_reply(err), err.http_status())
+        };
+        let ctx = match preflight(
+            api.agent_card(),
+            method,
+            req.headers(),
+            req.uri().query(),
+            caller,
+        ) {
+            Ok(ctx) => ctx,
+            Err(err) => return failed(&err),
+        };
+        let (resp, status) = match call(&ctx).instrument(span.clone()).await {
+            Ok(resp) => {
+                span.record("a2a.outcome", "ok");
+                let status = resp.status();
+                (resp, status)
+            }
+            Err(err) => failed(&err),
+        };
+        (reply::with_extensions(resp, &ctx.extensions), status)
+    });
+    let (resp, status) = answer.await;
     telemetry::metrics::request(method.jsonrpc_name(), status.as_u16(), started);
     resp
 }

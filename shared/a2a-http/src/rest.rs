@@ -310,21 +310,29 @@ pub(crate) async fn handle(
     } else {
         Map::new()
     };
-    ops::preflight_and_call(api, method, &req, caller, reply::rest_error, async |ctx| {
-        let success_type = reply::rest_success_type(req.headers());
-        call(
-            api,
-            config,
-            ctx,
-            route,
-            method,
-            body,
-            req.uri().query(),
-            tenant,
-            success_type,
-        )
-        .await
-    })
+    ops::preflight_and_call(
+        api,
+        method,
+        "rest",
+        &req,
+        caller,
+        reply::rest_error,
+        async |ctx| {
+            let success_type = reply::rest_success_type(req.headers());
+            call(
+                api,
+                config,
+                ctx,
+                route,
+                method,
+                body,
+                req.uri().query(),
+                tenant,
+                success_type,
+            )
+            .await
+        },
+    )
     .await
 }
 

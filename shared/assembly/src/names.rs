@@ -46,6 +46,9 @@ pub const RATE_LIMIT_BURST: &str = "TH_RATE_LIMIT_BURST";
 /// Days a task in a terminal state is kept after it reached it; unset or 0: forever
 /// (`--retention-days`).
 pub const RETENTION_DAYS: &str = "TH_RETENTION_DAYS";
+/// The OTLP/HTTP collector spans are exported to (`--otlp-endpoint`; the local server's: the
+/// functions export to X-Ray).
+pub const OTLP_ENDPOINT: &str = "TH_OTLP_ENDPOINT";
 
 /// `true` records metrics and serves them at `GET /metrics` (the local server's `--metrics`;
 /// the functions always record them, as EMF).
@@ -66,7 +69,7 @@ pub const JWT_JWKS_URL: &str = "TH_JWT_JWKS_URL";
 pub const JWT_ALGORITHMS: &str = "TH_JWT_ALGORITHMS";
 
 /// The local server's flag for each shared setting (for error messages).
-const FLAGS: [(&str, &str); 21] = [
+const FLAGS: [(&str, &str); 22] = [
     (BASE_URL, "--base-url"),
     (TABLE, "--table"),
     (DEFAULT_PARTICIPANT, "--default-participant"),
@@ -88,6 +91,7 @@ const FLAGS: [(&str, &str); 21] = [
     (RATE_LIMIT_BURST, "--rate-limit-burst"),
     (RETENTION_DAYS, "--retention-days"),
     (METRICS, "--metrics"),
+    (OTLP_ENDPOINT, "--otlp-endpoint"),
 ];
 
 /// The local server's flag for the variable `name`, if it has one.

@@ -97,6 +97,9 @@ pub struct Settings {
     /// `TH_METRICS`: `true` records metrics for `GET /metrics` (the local server; default
     /// `false`: recording costs nothing then).
     pub metrics: bool,
+    /// `TH_OTLP_ENDPOINT`: the OTLP/HTTP collector the local server exports its spans to, an
+    /// http(s) URL (default none: no spans recorded).
+    pub otlp_endpoint: Option<String>,
 }
 
 /// A configuration read by name from a lookup: the environment, the local server's flags, or
@@ -127,6 +130,12 @@ impl FromLookup for Settings {
             && !(url.starts_with("https://") || url.starts_with("http://"))
         {
             return Err(invalid(names::BASE_URL, "must be an http(s) URL"));
+        }
+        let otlp_endpoint = lookup(names::OTLP_ENDPOINT);
+        if let Some(url) = &otlp_endpoint
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            return Err(invalid(names::OTLP_ENDPOINT, "must be an http(s) URL"));
         }
         let allow_private_webhooks = one_of(
             &lookup,
@@ -178,6 +187,7 @@ impl FromLookup for Settings {
                 [("true", true), ("false", false)],
                 false,
             )?,
+            otlp_endpoint,
         })
     }
 }

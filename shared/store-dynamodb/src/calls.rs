@@ -117,6 +117,7 @@ impl DynamoDbStore {
     }
 
     /// A strongly consistent GetItem.
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "GetItem"))]
     pub(crate) async fn get_item(&self, key: Item) -> StoreResult<Option<Item>> {
         let out = self
             .client
@@ -157,6 +158,7 @@ impl DynamoDbStore {
             .expression_attribute_values(":prefix", s(prefix))
     }
 
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "Query"))]
     pub(crate) async fn query_page(&self, query: QueryFluentBuilder) -> StoreResult<QueryOutput> {
         let out = query
             .send()
@@ -184,6 +186,7 @@ impl DynamoDbStore {
 
     /// Strongly consistent BatchGetItem of any number of keys (100 per call, unprocessed
     /// keys retried with backoff); `projection` is an expression with its names.
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "BatchGetItem"))]
     pub(crate) async fn batch_get(
         &self,
         keys: Vec<Item>,
@@ -238,6 +241,7 @@ impl DynamoDbStore {
     /// One `TransactWriteItems`. A cancellation comes back as `Ok(Err(cancellation))` after
     /// the retries its reason deserves: contention up to `attempts` times, throttling up to
     /// [`THROTTLE_ATTEMPTS`] (then a backend error), failed conditions never.
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "TransactWriteItems"))]
     pub(crate) async fn transact(
         &self,
         items: Vec<TransactWriteItem>,

@@ -12,6 +12,7 @@ use crate::items::{INBOX, parse};
 
 #[async_trait]
 impl InboxStore for EmbeddedStore {
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "enqueue"))]
     async fn enqueue(&self, task_id: &str, item: InboxItem) -> StoreResult<()> {
         let message = limits::encode_message(&item.message)?;
         self.writer
@@ -25,6 +26,7 @@ impl InboxStore for EmbeddedStore {
             .await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "inbox"))]
     async fn inbox(&self, task_id: &str) -> StoreResult<Vec<InboxItem>> {
         self.read(|snapshot| {
             snapshot

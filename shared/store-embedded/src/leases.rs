@@ -21,6 +21,7 @@ fn put_lease(tables: &mut Tables, lease: Lease, doc: String) -> StoreResult<Leas
 
 #[async_trait]
 impl LeaseStore for EmbeddedStore {
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "acquire"))]
     async fn acquire(
         &self,
         task_id: &str,
@@ -58,6 +59,7 @@ impl LeaseStore for EmbeddedStore {
             .await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "renew"))]
     async fn renew(&self, lease: &Lease, now: DateTime<Utc>, ttl: Duration) -> StoreResult<Lease> {
         let renewed = Lease {
             expires_at: now + ttl,
@@ -73,6 +75,7 @@ impl LeaseStore for EmbeddedStore {
             .await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "release"))]
     async fn release(&self, lease: &Lease) -> StoreResult<()> {
         self.writer
             .write(lease.clone(), held_by, |tables, lease, ()| {
@@ -85,6 +88,7 @@ impl LeaseStore for EmbeddedStore {
             .await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "expired_leases"))]
     async fn expired_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<Vec<String>> {
         self.read(|snapshot| {
             let mut expired = Vec::new();

@@ -107,6 +107,7 @@ fn check_put(tables: &Tables, put: &Put) -> StoreResult<()> {
 
 #[async_trait]
 impl PushConfigStore for EmbeddedStore {
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "put_push_config"))]
     async fn put_push_config(&self, owner: &str, config: PushConfig) -> StoreResult<PushConfig> {
         let id = push_config_id(&config)?;
         let doc = json(&Doc {
@@ -138,6 +139,7 @@ impl PushConfigStore for EmbeddedStore {
             .await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "get_push_config"))]
     async fn get_push_config(
         &self,
         task_id: &str,
@@ -149,6 +151,7 @@ impl PushConfigStore for EmbeddedStore {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "list_push_configs"))]
     async fn list_push_configs(&self, task_id: &str) -> StoreResult<Vec<StoredPushConfig>> {
         self.read(|snapshot| {
             let mut configs = Vec::new();
@@ -163,6 +166,7 @@ impl PushConfigStore for EmbeddedStore {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "store.call", skip_all, fields(store.operation = "delete_push_config"))]
     async fn delete_push_config(
         &self,
         task_id: &str,

@@ -2,8 +2,8 @@
 //! share: the real `local-server` binary as a child process ([`server`]), a client for both
 //! bindings ([`client`]) and the A2A methods through either ([`api`]) with their errors in one
 //! shape ([`outcome`]), SSE readers ([`sse`]), message builders and readers ([`fixtures`]),
-//! bounded waits ([`wait`]), a webhook receiver ([`webhook`]) and an OpenAI-compatible model
-//! server ([`openai_stub`]).
+//! bounded waits ([`wait`]), a webhook receiver ([`webhook`]), an OTLP collector ([`otlp`]) and an
+//! OpenAI-compatible model server ([`openai_stub`]).
 //!
 //! Nothing here sleeps to make a test pass: waits are for an event to arrive, bounded by
 //! [`WAIT`] only so that a broken server fails a test instead of hanging it. A helper fails
@@ -14,6 +14,7 @@ pub mod api;
 pub mod client;
 pub mod fixtures;
 pub mod openai_stub;
+pub mod otlp;
 pub mod outcome;
 pub mod server;
 pub mod sse;

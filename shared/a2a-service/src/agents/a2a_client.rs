@@ -93,8 +93,7 @@ pub(super) async fn read_card(
     base: &str,
 ) -> Result<RemoteCard, RelayError> {
     let url = format!("{}/.well-known/agent-card.json", base.trim_end_matches('/'));
-    let response = http
-        .get(&url)
+    let response = traced(http.get(&url))
         .timeout(CALL_TIMEOUT)
         .send()
         .await
@@ -145,7 +144,7 @@ pub(super) async fn stream_call(
 ) -> Result<(), RelayError> {
     let url = card.url.as_str();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let mut request = http.post(url);
+    let mut request = traced(http.post(url));
     if card.task_extension {
         request = request.header("A2A-Extensions", TASK_EXTENSION_URI);
     }
@@ -224,8 +223,7 @@ pub(super) async fn call(
     params: Value,
 ) -> Result<Value, RelayError> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let response = http
-        .post(url)
+    let response = traced(http.post(url))
         .timeout(CALL_TIMEOUT)
         .header("A2A-Version", "1.0")
         .header("X-Participant-Id", agent_id)
@@ -251,4 +249,17 @@ pub(super) async fn call(
         ));
     }
     Ok(answer["result"].take())
+}
+
+/// `request` with the W3C trace context of the turn that makes it (`traceparent`, and
+/// `tracestate` when the trace has one), so the remote agent's work joins the same trace.
+pub(super) fn traced(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    let Some(context) = telemetry::traces::outgoing() else {
+        return request;
+    };
+    let request = request.header(telemetry::traces::TRACEPARENT, context.traceparent());
+    match &context.state {
+        Some(state) => request.header(telemetry::traces::TRACESTATE, state.as_str()),
+        None => request,
+    }
 }

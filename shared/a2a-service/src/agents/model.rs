@@ -24,6 +24,7 @@ use task_core::skills::SkillLibrary;
 use task_core::task::{HelpRequest, WorkingTask};
 use task_core::tools::{self, ToolEffect, ToolEnv};
 use task_store::{InboxItem, StoreError, StoredTask};
+use tracing::Instrument as _;
 
 use super::limits::{Compacted, LastCall, spent, stop};
 use super::port::{Agent, AgentReply, TurnEnd};
@@ -196,9 +197,16 @@ fn apply_calls(
     let mut working = working_task(task);
     let mut applied = Applied::default();
     for call in calls {
+        let span = tracing::debug_span!(
+            "tool.call",
+            tool.name = %call.name,
+            tool.error = tracing::field::Empty,
+        );
+        let _in_span = span.enter();
         let (text, failed) = match tools::intrinsics().invoke(&call.name, &call.arguments) {
             Err(failure) => {
                 applied.failures.push(failure.code);
+                span.record("tool.error", failure.code);
                 (failure.to_string(), true)
             }
             Ok(typed) => {
@@ -206,6 +214,7 @@ fn apply_calls(
                 let failed = outcome.result.is_err();
                 if let Err(failure) = &outcome.result {
                     applied.failures.push(failure.code);
+                    span.record("tool.error", failure.code);
                 }
                 let text = outcome.text();
                 if let Some(next) = outcome.task {
@@ -289,11 +298,31 @@ impl Agent for ModelAgent {
             made += 1;
             let streamed = StreamedText::new(turn, made);
             let started = telemetry::metrics::Timer::start();
+            let call = tracing::debug_span!(
+                "model.call",
+                model.id = %request.model.id,
+                model.input_tokens = tracing::field::Empty,
+                model.output_tokens = tracing::field::Empty,
+                model.error = tracing::field::Empty,
+            );
             let answer = self
                 .config
                 .models
                 .complete_streaming(&request, &streamed)
+                .instrument(call.clone())
                 .await;
+            match &answer {
+                Ok(reply) => {
+                    if let Some(usage) = reply.usage {
+                        call.record("model.input_tokens", usage.input_tokens);
+                        call.record("model.output_tokens", usage.output_tokens);
+                    }
+                }
+                Err(err) => {
+                    call.record("model.error", tracing::field::display(err));
+                }
+            }
+            drop(call);
             streamed.finish();
             telemetry::metrics::model_call(&request.model.id, answer.is_ok(), started);
             let reply = match answer {

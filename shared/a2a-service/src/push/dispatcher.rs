@@ -242,11 +242,12 @@ impl Shared {
         let id = state.next_job;
         state.next_job += 1;
         let shared = Arc::clone(this);
-        let handle = this.runtime.spawn(async move {
+        // The job stays in the trace of the commit that woke it (its deliveries pass it on).
+        let handle = this.runtime.spawn(telemetry::traces::carry(async move {
             // Created inside the job, so it only runs (and locks) on a runtime thread.
             let _guard = JobGuard { shared, id };
             job.await;
-        });
+        }));
         state.jobs.insert(id, handle.abort_handle());
     }
 

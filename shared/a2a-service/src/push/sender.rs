@@ -151,7 +151,14 @@ impl PushSender {
         // Literal IPs are checked here, host names when resolved (see `PolicyResolver`).
         let (url, _) =
             check_static(&config.url, &self.options.policy).map_err(DeliveryError::Refused)?;
-        let headers = headers(config)?;
+        let mut headers = headers(config)?;
+        // The delivery's span, in the trace of the work that appended the event; the
+        // receiver gets its context (`traceparent`) to continue it.
+        let span = tracing::debug_span!("push.deliver", task.id = %config.task_id);
+        telemetry::traces::adopt(&span);
+        if let Some(context) = span.in_scope(telemetry::traces::outgoing) {
+            trace_headers(&mut headers, &context);
+        }
         let body =
             serde_json::to_vec(event).map_err(|e| DeliveryError::InvalidConfig(e.to_string()))?;
         let attempts = self.options.attempts.max(1);
@@ -270,6 +277,23 @@ fn headers(config: &TaskPushNotificationConfig) -> Result<HeaderMap, DeliveryErr
         headers.insert(HeaderName::from_static(NOTIFICATION_TOKEN_HEADER), value);
     }
     Ok(headers)
+}
+
+/// The W3C trace context headers of `context` (a value that is not a valid header is left
+/// out: the delivery goes without it).
+fn trace_headers(headers: &mut HeaderMap, context: &telemetry::traces::TraceContext) {
+    if let Ok(parent) = HeaderValue::from_str(&context.traceparent()) {
+        headers.insert(
+            HeaderName::from_static(telemetry::traces::TRACEPARENT),
+            parent,
+        );
+    }
+    if let Some(Ok(state)) = context.state.as_deref().map(HeaderValue::from_str) {
+        headers.insert(
+            HeaderName::from_static(telemetry::traces::TRACESTATE),
+            state,
+        );
+    }
 }
 
 /// `Retry-After`: delay-seconds or an HTTP date.

@@ -127,7 +127,10 @@ impl Runner {
     pub fn kick(&self, task_id: &str) {
         let runner = self.clone();
         let task_id = task_id.to_owned();
-        self.track(tokio::spawn(async move { runner.run(&task_id).await }));
+        // The run stays in the trace of the request (or turn) that queued its message.
+        self.track(tokio::spawn(telemetry::traces::carry(async move {
+            runner.run(&task_id).await
+        })));
     }
 
     /// Runs in the background a task whose lease this runner already holds; `first`, when
@@ -135,10 +138,10 @@ impl Runner {
     /// then run without reading the inbox and the task back).
     pub fn kick_leased(&self, lease: Lease, first: Option<Created>) {
         let runner = self.clone();
-        self.track(tokio::spawn(async move {
+        self.track(tokio::spawn(telemetry::traces::carry(async move {
             let task_id = lease.task_id.clone();
             runner.report(&task_id, runner.try_run(&task_id, Some(lease), first).await);
-        }));
+        })));
     }
 
     /// Takes the lease and drains the inbox; returns at once if another runner holds it.

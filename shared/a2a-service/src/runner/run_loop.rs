@@ -10,7 +10,7 @@ use task_core::envelope;
 use task_core::lifecycle::{self, LifecycleEvent};
 use task_core::policy::{self, Action};
 use task_store::{Conflict, InboxItem, Lease, StoreError, StoredTask, TaskRecord, TaskUpdate};
-use tracing::debug;
+use tracing::{Instrument as _, debug};
 
 use super::handle::{Created, MAX_RETRIES, Processed, RunEnd, Runner};
 use super::interrupts::{Held, Interruptible, Watch};
@@ -110,6 +110,30 @@ impl Runner {
     /// creator committed it, if the caller has it (a retry reads it again). Returns the task
     /// as the outcome left it, `None` if another runner recorded the item.
     async fn process(
+        &self,
+        task_id: &str,
+        item: &InboxItem,
+        known: Option<StoredTask>,
+        end: &mut RunEnd,
+    ) -> Result<Option<StoredTask>, StoreError> {
+        let span = tracing::debug_span!(
+            "a2a.turn",
+            task.id = task_id,
+            message.id = %item.key.message_id,
+            turn.outcome = tracing::field::Empty,
+        );
+        telemetry::traces::adopt(&span);
+        let processed = self
+            .process_item(task_id, item, known, end)
+            .instrument(span.clone())
+            .await;
+        if let Ok(Some(task)) = &processed {
+            span.record("turn.outcome", tracing::field::debug(task.record.state()));
+        }
+        processed
+    }
+
+    async fn process_item(
         &self,
         task_id: &str,
         item: &InboxItem,

@@ -163,3 +163,12 @@ fn an_old_name_is_refused_with_its_new_one() {
     assert!(error.reason.contains("TH_MODEL_CATALOG_JSON"), "{error}");
     assert!(refuse_renamed(lookup, |r| r.local_server).is_ok());
 }
+
+#[test]
+fn the_otlp_endpoint_is_an_http_url_and_off_by_default() {
+    assert_eq!(read(&[]).expect("valid").otlp_endpoint, None);
+    let c = read(&[("TH_OTLP_ENDPOINT", "http://127.0.0.1:4318")]).expect("valid");
+    assert_eq!(c.otlp_endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+    let bad = read(&[("TH_OTLP_ENDPOINT", "127.0.0.1:4318")]);
+    assert_eq!(bad.expect_err("no scheme").variable, "TH_OTLP_ENDPOINT");
+}

@@ -1,1 +1,0 @@
-//! Traces: spans exported through OpenTelemetry, and W3C trace context in and out.
