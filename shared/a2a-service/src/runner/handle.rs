@@ -60,6 +60,8 @@ pub(super) struct Inner {
     listener: Option<Arc<dyn EventListener>>,
     /// Runs started in the background and maybe not finished (see [`Runner::settle`]).
     in_flight: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The clock interrupt watches look at the inbox by (one timer per runner).
+    pub(super) looks: super::interrupts::LookClock,
 }
 
 /// How many times a runner re-reads a task whose version moved under it before giving the
@@ -80,6 +82,7 @@ impl Runner {
                 agent,
                 listener,
                 in_flight: std::sync::Mutex::new(Vec::new()),
+                looks: Default::default(),
             }),
         }
     }

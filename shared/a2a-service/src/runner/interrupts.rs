@@ -6,8 +6,8 @@
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use a2a::Message;
@@ -16,6 +16,7 @@ use serde_json::Value;
 use task_core::lifecycle;
 use task_core::policy::{self, Action};
 use task_store::{Conflict, InboxItem, InboxKey, StoreError, StoredTask, TaskUpdate};
+use tokio::sync::watch;
 use tracing::{debug, info};
 
 use super::handle::{MAX_RETRIES, Runner};
@@ -33,6 +34,36 @@ pub(crate) const INTERRUPT_KEY: &str = "interrupt";
 /// Whether the message asks to interrupt the run in progress.
 pub(crate) fn is_interrupt(message: &Message) -> bool {
     message.metadata.as_ref().and_then(|m| m.get(INTERRUPT_KEY)) == Some(&Value::Bool(true))
+}
+
+/// The one clock every watch of a runner looks at the inbox by: a tick each
+/// [`POLL_INTERVAL`], from a task started on first use that ends with the runner. A timer of
+/// each message's own woke the runtime's time driver once per message (a futex wake and an
+/// eventfd write per request under load); waiting on this clock registers no timer.
+#[derive(Default)]
+pub(super) struct LookClock(OnceLock<watch::Receiver<()>>);
+
+impl LookClock {
+    fn subscribe(&self) -> watch::Receiver<()> {
+        self.0
+            .get_or_init(|| {
+                let (ticks, clock) = watch::channel(());
+                tokio::spawn(async move {
+                    let mut every = tokio::time::interval(POLL_INTERVAL);
+                    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    every.tick().await; // the first tick is at once
+                    loop {
+                        every.tick().await;
+                        // Fails once the runner (which keeps a receiver) is gone.
+                        if ticks.send(()).is_err() {
+                            return;
+                        }
+                    }
+                });
+                clock
+            })
+            .clone()
+    }
 }
 
 /// Whether the agent is running on the message in progress: only then may an interrupt cut
@@ -75,11 +106,12 @@ impl Runner {
     /// Resolves with the interrupts of the item in progress once there are some while the
     /// agent runs on it; never otherwise. A failed look is tried again at the next tick.
     pub(super) async fn interrupts(&self, watch: Watch<'_>) -> Vec<InboxItem> {
-        let mut ticks = tokio::time::interval(POLL_INTERVAL);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticks.tick().await; // the first tick is at once
+        let mut ticks = self.inner.looks.subscribe();
         loop {
-            ticks.tick().await;
+            if ticks.changed().await.is_err() {
+                // The runner is going away: nothing more to watch.
+                return std::future::pending().await;
+            }
             if !watch.interruptible.open() {
                 continue;
             }
