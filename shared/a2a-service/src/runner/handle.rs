@@ -131,8 +131,10 @@ impl Runner {
         let runner = self.clone();
         let task_id = task_id.to_owned();
         // The run stays in the trace of the request (or turn) that queued its message.
+        // Boxed where it starts: the run's future is large, and a spawned future is copied
+        // each time the runtime moves it (spawned, bound, finished).
         self.track(tokio::spawn(telemetry::traces::carry(async move {
-            runner.run(&task_id).await
+            Box::pin(runner.run(&task_id)).await
         })));
     }
 
@@ -143,7 +145,8 @@ impl Runner {
         let runner = self.clone();
         self.track(tokio::spawn(telemetry::traces::carry(async move {
             let task_id = lease.task_id.clone();
-            runner.report(&task_id, runner.try_run(&task_id, Some(lease), first).await);
+            let run = Box::pin(runner.try_run(&task_id, Some(lease), first));
+            runner.report(&task_id, run.await);
         })));
     }
 

@@ -123,8 +123,7 @@ impl Runner {
             turn.outcome = tracing::field::Empty,
         );
         telemetry::traces::adopt(&span);
-        let processed = self
-            .process_item(task_id, item, known, end)
+        let processed = Box::pin(self.process_item(task_id, item, known, end))
             .instrument(span.clone())
             .await;
         if let Ok(Some(task)) = &processed {
