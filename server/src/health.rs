@@ -56,12 +56,25 @@ pub(crate) async fn answer(service: &Service, probe: Probe) -> Response<Body> {
 }
 
 fn json(status: StatusCode, body: &'static str) -> Response<Body> {
-    let mut response = Response::new(Body::Full(Bytes::from_static(body.as_bytes())));
+    uncached(
+        status,
+        "application/json",
+        Bytes::from_static(body.as_bytes()),
+    )
+}
+
+/// An answer no cache keeps (`Cache-Control: no-store`): the probes' and the metrics'.
+pub(crate) fn uncached(
+    status: StatusCode,
+    content_type: &'static str,
+    body: Bytes,
+) -> Response<Body> {
+    let mut response = Response::new(Body::Full(body));
     *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
+        http::HeaderValue::from_static(content_type),
     );
     headers.insert(
         header::CACHE_CONTROL,

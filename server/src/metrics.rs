@@ -2,7 +2,7 @@
 //! before the rate limit like the probes (a scraper is not a client to limit).
 
 use a2a_http::Body;
-use http::{Method, Request, Response, StatusCode, header};
+use http::{Method, Request, Response, StatusCode};
 use telemetry::metrics::{self, Mode};
 
 /// Installs the registry the endpoint reads (at start-up, with `--metrics`).
@@ -22,18 +22,11 @@ pub(crate) fn answer() -> Response<Body> {
         .map(|registry| registry.snapshot())
         .unwrap_or_default();
     let text = metrics::prometheus::render(&samples);
-    let mut response = Response::new(Body::Full(text.into()));
-    *response.status_mut() = StatusCode::OK;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        http::HeaderValue::from_static(metrics::prometheus::CONTENT_TYPE),
-    );
-    headers.insert(
-        header::CACHE_CONTROL,
-        http::HeaderValue::from_static("no-store"),
-    );
-    response
+    crate::health::uncached(
+        StatusCode::OK,
+        metrics::prometheus::CONTENT_TYPE,
+        text.into(),
+    )
 }
 
 #[cfg(test)]
