@@ -9,8 +9,8 @@
 use std::collections::BTreeSet;
 
 use a2a::AgentCard;
-use http::HeaderMap;
 use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderName};
 
 use crate::error::{ErrorKind, ProtocolError};
 
@@ -18,9 +18,12 @@ use crate::error::{ErrorKind, ProtocolError};
 pub const SUPPORTED_VERSION: &str = "1.0";
 /// The version an absent or empty `A2A-Version` means (A2A §3.6).
 const DEFAULT_VERSION: &str = "0.3";
-pub(crate) const VERSION_HEADER: &str = "a2a-version";
-pub(crate) const EXTENSIONS_HEADER: &str = "a2a-extensions";
-pub(crate) const PARTICIPANT_HEADER: &str = "x-participant-id";
+// Looked up as `HeaderName`s: a `&str` is parsed and lower-cased again on every lookup.
+pub(crate) const VERSION_HEADER: HeaderName = HeaderName::from_static("a2a-version");
+pub(crate) const EXTENSIONS_HEADER: HeaderName = HeaderName::from_static("a2a-extensions");
+pub(crate) const PARTICIPANT_HEADER: HeaderName = HeaderName::from_static("x-participant-id");
+const TRACEPARENT: HeaderName = HeaderName::from_static(telemetry::traces::TRACEPARENT);
+const TRACESTATE: HeaderName = HeaderName::from_static(telemetry::traces::TRACESTATE);
 
 /// The `A2A-Version` the client asked for: the header, else the `A2A-Version` query parameter
 /// (A2A §3.6.1; name matched case-insensitively), trimmed; `None` when absent or empty.
@@ -32,7 +35,7 @@ pub(crate) fn requested_version(headers: &HeaderMap, query: Option<&str>) -> Opt
         .find(|v| !v.is_empty());
     from_header.or_else(|| {
         form_urlencoded::parse(query.unwrap_or("").as_bytes())
-            .find(|(k, v)| k.eq_ignore_ascii_case(VERSION_HEADER) && !v.trim().is_empty())
+            .find(|(k, v)| k.eq_ignore_ascii_case(VERSION_HEADER.as_str()) && !v.trim().is_empty())
             .map(|(_, v)| v.trim().to_string())
     })
 }
@@ -150,10 +153,8 @@ pub(crate) fn participant_header(headers: &HeaderMap) -> Result<Option<String>, 
 /// The W3C trace context of the request (`traceparent`, `tracestate`), if it carries a
 /// well-formed one.
 pub(crate) fn trace_context(headers: &HeaderMap) -> Option<telemetry::traces::TraceContext> {
-    let parent = headers.get(telemetry::traces::TRACEPARENT)?.to_str().ok()?;
-    let state = headers
-        .get(telemetry::traces::TRACESTATE)
-        .and_then(|v| v.to_str().ok());
+    let parent = headers.get(TRACEPARENT)?.to_str().ok()?;
+    let state = headers.get(TRACESTATE).and_then(|v| v.to_str().ok());
     telemetry::traces::TraceContext::from_w3c(parent, state)
 }
 
@@ -167,14 +168,11 @@ pub(crate) fn content_type(headers: &HeaderMap) -> Option<String> {
 /// Whether the request body is declared as JSON the binding reads: `application/json` or
 /// `application/a2a+json`, any parameters (`charset=utf-8`) allowed, case-insensitive.
 pub(crate) fn is_json_content_type(headers: &HeaderMap) -> bool {
-    content_type(headers).is_some_and(|ct| {
-        let essence = ct
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        essence == "application/json" || essence == "application/a2a+json"
+    headers.get(CONTENT_TYPE).is_some_and(|value| {
+        let essence = value.as_bytes().split(|b| *b == b';').next().unwrap_or(b"");
+        let essence = essence.trim_ascii();
+        essence.eq_ignore_ascii_case(b"application/json")
+            || essence.eq_ignore_ascii_case(b"application/a2a+json")
     })
 }
 

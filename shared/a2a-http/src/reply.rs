@@ -28,8 +28,20 @@ pub(crate) fn json<T: Serialize + ?Sized>(
     content_type: &'static str,
     value: &T,
 ) -> Response<Body> {
-    let (status, bytes) = match serde_json::to_vec(value) {
-        Ok(bytes) => (status, Bytes::from(bytes)),
+    json_sized(status, content_type, value, 128)
+}
+
+/// [`json`] into a buffer of `capacity` bytes to begin with: a document around a result
+/// serialized already is written without the buffer growing on the way.
+fn json_sized<T: Serialize + ?Sized>(
+    status: StatusCode,
+    content_type: &'static str,
+    value: &T,
+    capacity: usize,
+) -> Response<Body> {
+    let mut buffer = Vec::with_capacity(capacity);
+    let (status, bytes) = match serde_json::to_writer(&mut buffer, value) {
+        Ok(()) => (status, Bytes::from(buffer)),
         Err(e) => {
             tracing::error!(error = %e, "serializing a response failed");
             (
@@ -72,7 +84,7 @@ pub(crate) fn method_not_allowed(err: &ProtocolError, allow: &'static str) -> Re
 
 /// A REST success: 200, the document, in the media type [`rest_success_type`] chose.
 pub(crate) fn rest_ok(result: &RawValue, content_type: &'static str) -> Response<Body> {
-    json(StatusCode::OK, content_type, result)
+    json_sized(StatusCode::OK, content_type, result, result.get().len())
 }
 
 /// The media type of a REST success: `application/a2a+json` (A2A 1.0.1) unless the client
@@ -117,10 +129,16 @@ impl<'a> RpcSuccess<'a> {
 
 /// A JSON-RPC success (HTTP 200).
 pub(crate) fn rpc_result(id: &JsonRpcId, result: &RawValue) -> Response<Body> {
-    json(
+    // The envelope adds `{"jsonrpc":"2.0","id":…,"result":…}`: 40 bytes and the id.
+    let id_len = match id {
+        JsonRpcId::String(id) => id.len() + 2,
+        _ => 20,
+    };
+    json_sized(
         StatusCode::OK,
         APPLICATION_JSON,
         &RpcSuccess::new(id, result),
+        result.get().len() + id_len + 40,
     )
 }
 
