@@ -69,7 +69,7 @@ impl EmbeddedStore {
 }
 
 /// Every row of one table as the snapshot sees it, into the copy's table.
-fn copy_table<K: Key + 'static, V: Value + 'static>(
+fn copy_table<K: Key + Send + Sync + 'static, V: Value + Send + Sync + 'static>(
     snapshot: &Snapshot,
     def: Def<K, V>,
     into: &mut redb::Table<'_, K, V>,

@@ -47,7 +47,7 @@ impl EmbeddedStore {
         let (log, spare) = writer::Log::recover(&db, &wal_paths(path))?;
         build_listing_if_old(&db)?;
         let db = Arc::new(db);
-        let view = Arc::new(writer::View::new(log.last_group()));
+        let view = Arc::new(writer::View::new(log.last_group(), &db)?);
         let push_tasks = Arc::new(RwLock::new(tasks_with_push_configs(&db)?));
         let writer = Arc::new(writer::Writer::start(
             db.clone(),

@@ -33,14 +33,14 @@ use std::sync::{Arc, PoisonError, RwLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{Database, ReadableTable, TableDefinition, WriteTransaction};
 use task_store::{StoreError, StoreResult};
 
 use crate::error::backend;
 use crate::items::compares;
 use crate::logged::Disk;
 use crate::memtable::Layer;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{FileReader, Snapshot};
 use crate::tables::{FileTables, Tables, undo_writes};
 use crate::wal::{AppendError, Wal};
 
@@ -141,18 +141,23 @@ struct ViewState {
     published: u64,
     active: Arc<Layer>,
     frozen: Option<Arc<Layer>>,
+    /// The file as of the last checkpoint, begun after it committed and installed as its
+    /// layer was dropped. `None` once the store closes (or if beginning one failed): each
+    /// reader then begins its own.
+    file: Option<Arc<FileReader>>,
 }
 
 impl View {
-    /// A view of an empty memory in front of the file, whose last group is `published`.
-    pub(crate) fn new(published: u64) -> Self {
-        Self {
+    /// A view of an empty memory in front of the file `db`, whose last group is `published`.
+    pub(crate) fn new(published: u64, db: &Database) -> StoreResult<Self> {
+        Ok(Self {
             state: RwLock::new(ViewState {
                 published,
                 active: Arc::new(Layer::new(compares())),
                 frozen: None,
+                file: Some(Arc::new(FileReader::begin(db)?)),
             }),
-        }
+        })
     }
 
     fn state(&self) -> std::sync::RwLockReadGuard<'_, ViewState> {
@@ -163,18 +168,23 @@ impl View {
         self.state.write().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// What a reader reads. The file's read transaction begins while the layers are taken,
-    /// so that a layer a checkpoint wrote into the file and dropped meanwhile is either in
-    /// the reader's layers or in its transaction, and nothing of a later freeze is in either.
+    /// What a reader reads. The file is taken with the layers, under the same lock that
+    /// [`thaw`](Self::thaw) takes to swap them, so that a layer a checkpoint wrote into the
+    /// file and dropped meanwhile is either in the reader's layers or in its file, and
+    /// nothing of a later freeze is in either.
     pub(crate) fn snapshot(&self, db: &Database) -> StoreResult<Snapshot> {
         let state = self.state();
-        let txn = db.begin_read().map_err(backend)?;
-        let mut layers = vec![state.active.clone()];
+        let file = match &state.file {
+            Some(file) => file.clone(),
+            None => Arc::new(FileReader::begin(db)?),
+        };
+        let mut layers = Vec::with_capacity(2);
+        layers.push(state.active.clone());
         layers.extend(state.frozen.clone());
         Ok(Snapshot {
             upto: state.published,
             layers,
-            txn,
+            file,
         })
     }
 
@@ -196,9 +206,25 @@ impl View {
         frozen
     }
 
-    /// Drops the frozen layer, once its rows are in the file.
-    fn thaw(&self) {
-        self.state_mut().frozen = None;
+    /// Drops the frozen layer, once its rows are in the file, and reads the file from then
+    /// on as `file` (begun after the checkpoint committed; without one, readers begin their
+    /// own: the file read before the checkpoint must not outlive its layer).
+    fn thaw(&self, file: StoreResult<FileReader>) {
+        let file = match file {
+            Ok(file) => Some(Arc::new(file)),
+            Err(err) => {
+                tracing::warn!(error = %err, "reading the file after a checkpoint failed");
+                None
+            }
+        };
+        let mut state = self.state_mut();
+        state.frozen = None;
+        state.file = file;
+    }
+
+    /// At closing: no read transaction stays open past the store.
+    fn forget_file(&self) {
+        self.state_mut().file = None;
     }
 }
 
@@ -523,7 +549,7 @@ fn checkpointer(
         let written = write_layers(db, &[&layer], upto);
         let outcome = match written {
             Ok(()) => {
-                view.thaw();
+                view.thaw(FileReader::begin(db));
                 // Left full, the file is only read at the next opening, where its records
                 // are at or below the checkpoint and skipped.
                 if let Err(err) = wal.clear() {
@@ -674,6 +700,7 @@ fn run_group(
 /// durable checkpoint and both log files are emptied.
 fn close(db: &Database, view: &View, log: &mut Log, checkpoints: &mut Checkpoints) {
     checkpoints.finish(log);
+    view.forget_file();
     let (active, frozen) = view.layers();
     let layers: Vec<&Layer> = frozen.as_deref().into_iter().chain([&*active]).collect();
     if layers.iter().all(|layer| layer.is_empty()) && frozen.is_none() {
@@ -701,6 +728,7 @@ mod tests {
     use super::*;
     use crate::items::{TABLES, TASKS};
     use crate::memtable::MemTables;
+    use redb::ReadableDatabase;
 
     /// The log payload of a group that writes `rows` into the tasks table.
     fn group(seq: u64, rows: &[(&str, &str)]) -> Vec<u8> {
@@ -812,7 +840,7 @@ mod tests {
     fn a_reader_sees_a_group_only_once_it_is_published() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (db, _) = fresh(&dir);
-        let view = View::new(0);
+        let view = View::new(0, &db).expect("view");
         let (active, _) = view.layers();
         {
             let disk = Disk::new(&db);
@@ -845,9 +873,25 @@ mod tests {
         // Frozen and written into the file: found there once the layer is dropped.
         let frozen = view.freeze();
         assert_eq!(read(&view), Some("one".to_owned()), "in the frozen layer");
+        let before = view.snapshot(&db).expect("snapshot");
         write_layers(&db, &[&frozen], 1).expect("checkpoint");
-        view.thaw();
+        view.thaw(FileReader::begin(&db));
         assert_eq!(read(&view), Some("one".to_owned()), "in the file");
         assert_eq!(TABLES, frozen.read().len());
+        let old = before.table(TASKS).expect("table").get("t").expect("get");
+        assert_eq!(
+            old.map(|v| v.value().to_owned()),
+            Some("one".to_owned()),
+            "a reader that began before the checkpoint keeps its layer and its file"
+        );
+
+        // Without a shared file (beginning one failed, or the store is closing), each reader
+        // begins its own and sees the same.
+        view.forget_file();
+        assert_eq!(
+            read(&view),
+            Some("one".to_owned()),
+            "in the file, read alone"
+        );
     }
 }
