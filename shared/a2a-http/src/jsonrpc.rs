@@ -10,6 +10,7 @@ use a2a::JsonRpcId;
 use a2a_service::A2aApi;
 use bytes::Bytes;
 use http::{Method as HttpMethod, Request, Response};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::body::Body;
@@ -25,24 +26,72 @@ struct Envelope {
     params: Map<String, Value>,
 }
 
-/// Reads the JSON-RPC 2.0 envelope. Errors carry the id when it could be read.
-fn envelope(value: Value) -> Result<Envelope, (JsonRpcId, ProtocolError)> {
-    let invalid =
-        |id: JsonRpcId, message: &str| (id, ProtocolError::new(ErrorKind::InvalidRequest, message));
+/// The envelope's members, read straight into their places when the body is an object with
+/// `params` an object (or absent, or null) and no member twice: nearly every request. Any
+/// other body is read as a `Value` first ([`parse`]), so that it gets the same answer as
+/// before this shortcut (a batch, a scalar, a repeated member: the last one counts).
+#[derive(Deserialize)]
+struct Members {
+    jsonrpc: Option<Value>,
+    id: Option<Value>,
+    method: Option<Value>,
+    params: Option<Map<String, Value>>,
+}
+
+/// Reads the body into the envelope's members, or answers why it cannot.
+fn parse(body: &[u8]) -> Result<Envelope, (JsonRpcId, ProtocolError)> {
+    if let Ok(members) = serde_json::from_slice::<Members>(body) {
+        return envelope(members);
+    }
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        let err = ProtocolError::new(ErrorKind::ParseError, format!("invalid JSON payload: {e}"));
+        (JsonRpcId::Null, err)
+    })?;
+    let invalid = |message: &str| {
+        (
+            JsonRpcId::Null,
+            ProtocolError::new(ErrorKind::InvalidRequest, message),
+        )
+    };
     let mut obj = match value {
         Value::Object(obj) => obj,
-        Value::Array(_) => {
-            return Err(invalid(JsonRpcId::Null, "batch requests are not supported"));
-        }
-        _ => {
-            return Err(invalid(
-                JsonRpcId::Null,
-                "a JSON-RPC request must be a JSON object",
+        Value::Array(_) => return Err(invalid("batch requests are not supported")),
+        _ => return Err(invalid("a JSON-RPC request must be a JSON object")),
+    };
+    let id = obj.remove("id");
+    let jsonrpc = obj.remove("jsonrpc");
+    let method = obj.remove("method");
+    let params = match obj.remove("params") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(params)) => Some(params),
+        Some(_) => {
+            // The envelope's own checks come first; the refusal echoes its id.
+            let Envelope { id, .. } = envelope(Members {
+                jsonrpc,
+                id,
+                method,
+                params: None,
+            })?;
+            return Err((
+                id,
+                ProtocolError::invalid_field("params", "must be an object (by-name parameters)"),
             ));
         }
     };
+    envelope(Members {
+        jsonrpc,
+        id,
+        method,
+        params,
+    })
+}
+
+/// Checks the JSON-RPC 2.0 envelope. Errors carry the id when it could be read.
+fn envelope(members: Members) -> Result<Envelope, (JsonRpcId, ProtocolError)> {
+    let invalid =
+        |id: JsonRpcId, message: &str| (id, ProtocolError::new(ErrorKind::InvalidRequest, message));
     // An absent id (a notification) is answered anyway, with id null, as HTTP needs a response.
-    let id = match obj.remove("id") {
+    let id = match members.id {
         None | Some(Value::Null) => JsonRpcId::Null,
         Some(Value::String(s)) => JsonRpcId::String(s),
         Some(Value::Number(n)) => match n.as_i64() {
@@ -61,24 +110,18 @@ fn envelope(value: Value) -> Result<Envelope, (JsonRpcId, ProtocolError)> {
             ));
         }
     };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    if members.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
         return Err(invalid(id, "jsonrpc must be \"2.0\""));
     }
-    let method = match obj.remove("method") {
+    let method = match members.method {
         Some(Value::String(method)) => method,
         _ => return Err(invalid(id, "method must be a string")),
     };
-    let params = match obj.remove("params") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(params)) => params,
-        Some(_) => {
-            return Err((
-                id,
-                ProtocolError::invalid_field("params", "must be an object (by-name parameters)"),
-            ));
-        }
-    };
-    Ok(Envelope { id, method, params })
+    Ok(Envelope {
+        id,
+        method,
+        params: members.params.unwrap_or_default(),
+    })
 }
 
 pub(crate) async fn handle(
@@ -100,15 +143,7 @@ pub(crate) async fn handle(
             &ProtocolError::request_content_type(content_type.as_deref()),
         );
     }
-    let value: Value = match serde_json::from_slice(req.body()) {
-        Ok(value) => value,
-        Err(e) => {
-            let err =
-                ProtocolError::new(ErrorKind::ParseError, format!("invalid JSON payload: {e}"));
-            return reply::rpc_error(JsonRpcId::Null, &err);
-        }
-    };
-    let Envelope { id, method, params } = match envelope(value) {
+    let Envelope { id, method, params } = match parse(req.body()) {
         Ok(envelope) => envelope,
         Err((id, err)) => return reply::rpc_error(id, &err),
     };

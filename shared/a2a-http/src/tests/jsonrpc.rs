@@ -251,12 +251,25 @@ async fn envelope_errors() {
     assert_eq!((id, err["code"].clone()), (json!(1), json!(-32601)));
     assert_eq!(err["data"][0]["reason"], "METHOD_NOT_FOUND");
 
-    let (_, err) = rpc_error(
+    let (id, err) = rpc_error(
         Req::post("/")
             .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": [1]})),
     )
     .await;
-    assert_eq!(err["code"], -32602);
+    assert_eq!((id, err["code"].clone()), (json!(1), json!(-32602)));
+    // The envelope's own checks come before the params' shape.
+    let (id, err) = rpc_error(
+        Req::post("/").json(&json!({"jsonrpc": "1.0", "id": 2, "method": "GetTask", "params": 5})),
+    )
+    .await;
+    assert_eq!((id, err["code"].clone()), (json!(2), json!(-32600)));
+    // A member sent twice: the last one counts (as a JSON object read whole would have it).
+    let (id, err) = rpc_error(Req::post("/").raw(
+        "application/json",
+        r#"{"jsonrpc":"2.0","id":3,"method":"GetTask","method":"tasks/get","params":{"id":"t"}}"#,
+    ))
+    .await;
+    assert_eq!((id, err["code"].clone()), (json!(3), json!(-32601)));
 }
 
 #[tokio::test]
