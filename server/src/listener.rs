@@ -51,7 +51,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// How often a watchdog looks again at a connection that is serving a request.
+    /// How often a watchdog looks at its connection's phase at least.
     fn shortest(&self) -> Duration {
         self.header_timeout.min(self.idle_timeout)
     }
@@ -260,11 +260,11 @@ impl Drop for Done {
 
 /// Resolves when the connection has stayed in one phase past its limit.
 ///
-/// It sleeps until the deadline of the phase it saw and expires only if the phase is still
-/// that one. A phase only ever moves to a later start, so the deadline slept to is never
-/// later than the one that applies: a changed phase is looked at again, and its own deadline
-/// slept to. While a request is served there is no deadline; the watchdog looks again every
-/// [`Limits::shortest`], so that the idle phase after it is timed from its own start.
+/// Nothing wakes it when the phase changes: it looks at the phase at least every
+/// [`Limits::shortest`] (and at the phase's deadline, when sooner), and expires only when the
+/// phase it saw is still the phase and its deadline has passed. A phase that began since its
+/// last look (a request's head arriving on an idle connection) is thus seen within the
+/// shortest limit of its start, in time to sleep to its own deadline.
 async fn watchdog(activity: Arc<Activity>, limits: Limits) -> Expired {
     loop {
         let seen = *activity.phase();
@@ -276,12 +276,15 @@ async fn watchdog(activity: Arc<Activity>, limits: Limits) -> Expired {
             ),
             Phase::Busy(_) => (None, None),
         };
+        let now = Instant::now();
         // A limit past the clock's range: look again in an hour.
-        let deadline = deadline
-            .or_else(|| Instant::now().checked_add(limits.shortest()))
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-        tokio::time::sleep_until(deadline).await;
-        if let Some(expired) = expired
+        let next_look = now
+            .checked_add(limits.shortest())
+            .unwrap_or_else(|| now + Duration::from_secs(3600));
+        let wake = deadline.map_or(next_look, |deadline| deadline.min(next_look));
+        tokio::time::sleep_until(wake).await;
+        if let (Some(expired), Some(deadline)) = (expired, deadline)
+            && Instant::now() >= deadline
             && *activity.phase() == seen
         {
             return expired;

@@ -151,6 +151,24 @@ fn between_requests_the_idle_timeout_applies_not_the_header_timeout() {
     get_card(&mut stream);
 }
 
+/// The header timeout also holds for a request that begins on a kept-alive connection: the
+/// idle timeout (60 s by default, past [`WAIT`]) must not stand in for it.
+#[test]
+fn a_request_begun_after_an_idle_spell_has_the_header_timeout() {
+    let server = server_with("--header-timeout-secs", "1");
+    let mut stream = connect(&server);
+    get_card(&mut stream);
+    std::thread::sleep(Duration::from_millis(500));
+    stream
+        .write_all(b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: 12")
+        .unwrap();
+    assert_eq!(
+        until_closed(&mut stream, |_| {}),
+        "",
+        "closed without an answer"
+    );
+}
+
 #[test]
 fn connections_past_the_cap_wait_until_one_closes() {
     let server = server_with("--max-connections", "1");
