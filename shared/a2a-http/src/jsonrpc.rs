@@ -40,7 +40,10 @@ struct Members {
 
 /// Reads the body into the envelope's members, or answers why it cannot.
 fn parse(body: &[u8]) -> Result<Envelope, (JsonRpcId, ProtocolError)> {
-    if let Ok(members) = serde_json::from_slice::<Members>(body) {
+    // Only an object: serde would also read the members from an array of four, which is a
+    // batch here.
+    let object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    if object && let Ok(members) = serde_json::from_slice::<Members>(body) {
         return envelope(members);
     }
     let value: Value = serde_json::from_slice(body).map_err(|e| {

@@ -217,6 +217,8 @@ async fn envelope_errors() {
             Value::Null,
         ),
         (json!("GetTask"), Value::Null),
+        // Four members in order are still an array, not an envelope.
+        (json!(["2.0", 1, "GetTask", {"id": "t"}]), Value::Null),
         (
             json!({"jsonrpc": "1.0", "id": 7, "method": "GetTask"}),
             json!(7),
